@@ -1,0 +1,295 @@
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+)
+
+// FakeRuntime is a deterministic, in-memory nodekit.Runtime for unit tests.
+// Containers it starts run until the test ends them (ExitContainer) or they
+// are killed; IDs are fake://1, fake://2, ... in creation order; times come
+// from the injected clock. Tests script failures with FailImage and
+// SetUnavailable. It is safe for concurrent use.
+type FakeRuntime struct {
+	clock clock.PassiveClock
+
+	mu          sync.Mutex
+	next        int
+	pods        map[types.UID]*fakePod
+	imageErrs   map[string]nodekit.Reason
+	unavailable error
+	calls       []string
+}
+
+type fakePod struct {
+	id, name, namespace string
+	sandboxes           []*nodekit.SandboxStatus
+	containers          []*nodekit.ContainerStatus // newest first
+}
+
+var _ nodekit.Runtime = (*FakeRuntime)(nil)
+
+// NewFakeRuntime returns an empty fake runtime on the given clock.
+func NewFakeRuntime(clk clock.PassiveClock) *FakeRuntime {
+	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}}
+}
+
+// FailImage makes every start of a container with this image fail with the
+// reason (for example nodekit.ErrImagePull); an empty reason clears it.
+func (f *FakeRuntime) FailImage(image string, reason nodekit.Reason) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if reason == "" {
+		delete(f.imageErrs, image)
+		return
+	}
+	f.imageErrs[image] = reason
+}
+
+// SetUnavailable makes every call fail with err wrapped in
+// nodekit.ErrRuntimeUnavailable; nil makes the runtime answer again.
+func (f *FakeRuntime) SetUnavailable(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unavailable = err
+}
+
+// ExitContainer ends the newest running container of that name in the pod
+// with the exit code, as if its process had exited.
+func (f *FakeRuntime) ExitContainer(uid types.UID, name string, code int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pods[uid]
+	if p == nil {
+		return fmt.Errorf("fake runtime: no pod %s", uid)
+	}
+	for _, c := range p.containers {
+		if c.Name == name && c.State == nodekit.StateRunning {
+			f.exitLocked(c, code, "")
+			return nil
+		}
+	}
+	return fmt.Errorf("fake runtime: no running container %q in pod %s", name, uid)
+}
+
+// Calls returns the calls made so far, one line each ("SyncPod ns/name",
+// "KillPod ns/name", ...), oldest first. The slice is the caller's.
+func (f *FakeRuntime) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *FakeRuntime) exitLocked(c *nodekit.ContainerStatus, code int, reason string) {
+	c.State = nodekit.StateExited
+	c.ExitCode = code
+	c.FinishedAt = f.clock.Now()
+	if reason == "" {
+		reason = "Completed"
+		if code != 0 {
+			reason = "Error"
+		}
+	}
+	c.Reason = reason
+}
+
+func (f *FakeRuntime) checkLocked() error {
+	if f.unavailable != nil {
+		return fmt.Errorf("%w: %w", nodekit.ErrRuntimeUnavailable, f.unavailable)
+	}
+	return nil
+}
+
+func (f *FakeRuntime) newIDLocked() string {
+	f.next++
+	return fmt.Sprintf("%d", f.next)
+}
+
+// SyncPod implements nodekit.Runtime.
+func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *nodekit.SyncResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := &nodekit.SyncResult{}
+	pod := req.Pod
+	f.calls = append(f.calls, "SyncPod "+pod.Namespace+"/"+pod.Name)
+	if err := f.checkLocked(); err != nil {
+		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, err)
+		return res
+	}
+	p := f.pods[pod.UID]
+	if p == nil {
+		p = &fakePod{id: string(pod.UID), name: pod.Name, namespace: pod.Namespace}
+		f.pods[pod.UID] = p
+	}
+	a := req.Actions
+	if a.KillPod {
+		f.killLocked(p)
+	}
+	for id := range a.ContainersToKill {
+		for _, c := range p.containers {
+			if c.ID == id && c.State == nodekit.StateRunning {
+				f.exitLocked(c, 137, "Killed")
+			}
+		}
+		res.Add(nodekit.ActionKillContainer, a.ContainersToKill[id].Name, nil)
+	}
+	sandbox := a.SandboxID
+	if a.CreateSandbox {
+		for _, sb := range p.sandboxes {
+			sb.State = nodekit.SandboxNotReady
+		}
+		id := f.newIDLocked()
+		ip := fmt.Sprintf("10.244.0.%d", f.next%250+1)
+		sb := &nodekit.SandboxStatus{ID: "sandbox-" + id, State: nodekit.SandboxReady, CreatedAt: f.clock.Now(), IPs: []string{ip}, Attempt: a.Attempt, HostNetwork: pod.Spec.HostNetwork}
+		p.sandboxes = append([]*nodekit.SandboxStatus{sb}, p.sandboxes...)
+		sandbox = sb.ID
+		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, nil)
+	}
+	if sandbox == "" && len(p.sandboxes) > 0 && p.sandboxes[0].State == nodekit.SandboxReady {
+		sandbox = p.sandboxes[0].ID
+	}
+	res.SandboxID = sandbox
+	if len(p.sandboxes) > 0 {
+		res.PodIPs = p.sandboxes[0].IPs
+	}
+	start := func(c *v1.Container, action nodekit.Action) error {
+		if sandbox == "" {
+			return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox, Message: "no ready sandbox"}
+		}
+		if reason, ok := f.imageErrs[c.Image]; ok {
+			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: fmt.Sprintf("fake: image %q: %s", c.Image, reason)}
+		}
+		if req.Options != nil {
+			if _, err := req.Options(ctx, pod, c, res.PodIPs); err != nil {
+				return &nodekit.ActionError{Action: action, Target: c.Name, Reason: nodekit.ErrCreateContainerConfig, Message: err.Error(), Err: err}
+			}
+		}
+		restarts := 0
+		for _, old := range p.containers {
+			if old.Name == c.Name {
+				restarts = old.RestartCount + 1
+				break
+			}
+		}
+		now := f.clock.Now()
+		p.containers = append([]*nodekit.ContainerStatus{{
+			ID: nodekit.ContainerID{Type: "fake", ID: f.newIDLocked()}, Name: c.Name, State: nodekit.StateRunning,
+			CreatedAt: now, StartedAt: now, Image: c.Image, ImageID: "sha256:fake-" + c.Image, ImageRef: c.Image, RestartCount: restarts,
+		}}, p.containers...)
+		return nil
+	}
+	for _, i := range a.InitContainersToStart {
+		c := &pod.Spec.InitContainers[i]
+		err := start(c, nodekit.ActionInitContainer)
+		res.Add(nodekit.ActionInitContainer, c.Name, err)
+		if err != nil {
+			return res
+		}
+	}
+	for _, i := range a.ContainersToStart {
+		c := &pod.Spec.Containers[i]
+		res.Add(nodekit.ActionStartContainer, c.Name, start(c, nodekit.ActionStartContainer))
+	}
+	return res
+}
+
+func (f *FakeRuntime) killLocked(p *fakePod) {
+	for _, c := range p.containers {
+		if c.State == nodekit.StateRunning {
+			f.exitLocked(c, 137, "Killed")
+		}
+	}
+	for _, sb := range p.sandboxes {
+		sb.State = nodekit.SandboxNotReady
+	}
+}
+
+// KillPod implements nodekit.Runtime. The fake stops everything at once;
+// grace periods are not simulated.
+func (f *FakeRuntime) KillPod(_ context.Context, req nodekit.KillPodRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if req.Running == nil {
+		return nil
+	}
+	f.calls = append(f.calls, "KillPod "+req.Running.Namespace+"/"+req.Running.Name)
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	if p := f.pods[req.Running.ID]; p != nil {
+		f.killLocked(p)
+	}
+	return nil
+}
+
+// ListPods implements nodekit.Runtime.
+func (f *FakeRuntime) ListPods(_ context.Context, all bool) ([]*nodekit.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkLocked(); err != nil {
+		return nil, err
+	}
+	var out []*nodekit.Pod
+	for uid, p := range f.pods {
+		rp := &nodekit.Pod{ID: uid, Name: p.name, Namespace: p.namespace}
+		for _, sb := range p.sandboxes {
+			if !all && sb.State != nodekit.SandboxReady {
+				continue
+			}
+			state := nodekit.StateExited
+			if sb.State == nodekit.SandboxReady {
+				state = nodekit.StateRunning
+			}
+			rp.Sandboxes = append(rp.Sandboxes, &nodekit.Container{ID: nodekit.ContainerID{Type: "fake", ID: sb.ID}, State: state, CreatedAt: sb.CreatedAt})
+			if sb.CreatedAt.After(rp.CreatedAt) {
+				rp.CreatedAt = sb.CreatedAt
+			}
+		}
+		for _, c := range p.containers {
+			if !all && c.State != nodekit.StateRunning {
+				continue
+			}
+			rp.Containers = append(rp.Containers, &nodekit.Container{ID: c.ID, Name: c.Name, Image: c.Image, ImageID: c.ImageID, ImageRef: c.ImageRef, State: c.State, CreatedAt: c.CreatedAt})
+		}
+		if len(rp.Sandboxes)+len(rp.Containers) > 0 {
+			out = append(out, rp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// GetPodStatus implements nodekit.Runtime.
+func (f *FakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, namespace string) (*nodekit.PodStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkLocked(); err != nil {
+		return nil, err
+	}
+	st := &nodekit.PodStatus{ID: uid, Name: name, Namespace: namespace, TimeStamp: f.clock.Now()}
+	p := f.pods[uid]
+	if p == nil {
+		return st, nil
+	}
+	for _, sb := range p.sandboxes {
+		c := *sb
+		c.IPs = append([]string(nil), sb.IPs...)
+		st.Sandboxes = append(st.Sandboxes, &c)
+	}
+	if len(st.Sandboxes) > 0 {
+		st.IPs = st.Sandboxes[0].IPs
+	}
+	for _, c := range p.containers {
+		cp := *c
+		st.Containers = append(st.Containers, &cp)
+	}
+	return st, nil
+}

@@ -1,0 +1,219 @@
+package criruntime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+)
+
+// startContainer pulls the image, creates and starts one container in the
+// sandbox. Failures come back as *nodekit.ActionError.
+func (r *Runtime) startContainer(ctx context.Context, req *syncState, c *v1.Container, init bool) error {
+	pod := req.Pod
+	action := nodekit.ActionStartContainer
+	if init {
+		action = nodekit.ActionInitContainer
+	}
+	fail := func(reason nodekit.Reason, err error) error {
+		msg := err.Error()
+		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %s", msg)
+		return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: msg, Err: err}
+	}
+	img, err := r.ensureImage(ctx, pod, c, req.PullSecrets, req.SandboxConfig)
+	if err != nil {
+		return err
+	}
+
+	restartCount := 0
+	if prev := req.Status.FindContainer(c.Name); prev != nil {
+		restartCount = prev.RestartCount + 1
+	}
+	// Never overwrite the log of an earlier attempt, even when its container
+	// was already removed (as upstream does after garbage collection).
+	for {
+		if _, err := os.Stat(filepath.Join(req.SandboxConfig.LogDirectory, c.Name, strconv.Itoa(restartCount)+".log")); err != nil {
+			break
+		}
+		restartCount++
+	}
+
+	var opts *nodekit.ContainerOptions
+	if req.Options != nil {
+		opts, err = req.Options(ctx, pod, c, req.PodIPs)
+		if err != nil {
+			return fail(nodekit.ErrCreateContainerConfig, err)
+		}
+	}
+	if opts == nil {
+		opts = &nodekit.ContainerOptions{}
+	}
+	cfg, err := r.containerConfig(pod, c, img, restartCount, init, opts)
+	if err != nil {
+		return fail(nodekit.ErrCreateContainerConfig, err)
+	}
+	if err := os.MkdirAll(filepath.Join(req.SandboxConfig.LogDirectory, c.Name), 0o755); err != nil {
+		return fail(nodekit.ErrCreateContainer, fmt.Errorf("create log directory: %w", err))
+	}
+	id, err := r.rs.CreateContainer(ctx, req.SandboxID, cfg, req.SandboxConfig)
+	if err != nil {
+		return fail(nodekit.ErrCreateContainer, err)
+	}
+	r.events.Eventf(pod, v1.EventTypeNormal, "Created", "Created container: %s", c.Name)
+	if err := r.rs.StartContainer(ctx, id); err != nil {
+		return fail(nodekit.ErrRunContainer, err)
+	}
+	r.events.Eventf(pod, v1.EventTypeNormal, "Started", "Started container %s", c.Name)
+	return nil
+}
+
+// containerConfig builds the CRI config of one container.
+func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, init bool, opts *nodekit.ContainerOptions) (*runtimeapi.ContainerConfig, error) {
+	sc, err := containerSecurityContext(pod, c, img)
+	if err != nil {
+		return nil, err
+	}
+	env := make(map[string]string, len(opts.Envs))
+	envs := make([]*runtimeapi.KeyValue, 0, len(opts.Envs))
+	for _, e := range opts.Envs {
+		env[e.Name] = e.Value
+		envs = append(envs, &runtimeapi.KeyValue{Key: e.Name, Value: []byte(e.Value)})
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:    &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: uint32(restartCount)},
+		Image:       &runtimeapi.ImageSpec{Image: img.GetId(), UserSpecifiedImage: c.Image},
+		Command:     expandAll(c.Command, env),
+		Args:        expandAll(c.Args, env),
+		WorkingDir:  c.WorkingDir,
+		Envs:        envs,
+		Labels:      containerLabels(pod, c, init),
+		Annotations: containerAnnotations(pod, c, restartCount, init && isRestartable(c), opts.Annotations),
+		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       r.containerResources(pod, c),
+			SecurityContext: sc,
+		},
+	}
+	for _, m := range opts.Mounts {
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
+			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly,
+			Propagation: propagationOf(m.Propagation),
+		})
+	}
+	for _, d := range opts.Devices {
+		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.PathInContainer, HostPath: d.PathOnHost, Permissions: d.Permissions})
+	}
+	if opts.PodContainerDir != "" && c.TerminationMessagePath != "" {
+		hostPath, err := terminationLogFile(filepath.Join(opts.PodContainerDir, c.Name))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: hostPath})
+	}
+	return cfg, nil
+}
+
+// terminationLogFile creates an empty, world-writable file for the container
+// to leave its termination message in; each attempt gets a new one.
+func terminationLogFile(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("create termination message dir: %w", err)
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("termination message file name: %w", err)
+	}
+	p := filepath.Join(dir, hex.EncodeToString(b[:]))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o666)
+	if err != nil {
+		return "", fmt.Errorf("create termination message file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	// The container may run as any user; umask must not narrow the mode.
+	if err := os.Chmod(p, 0o666); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+func propagationOf(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
+	if p == nil {
+		return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+	}
+	switch *p {
+	case v1.MountPropagationHostToContainer:
+		return runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+	case v1.MountPropagationBidirectional:
+		return runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+	}
+	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
+}
+
+func isRestartable(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// expandAll expands $(VAR) references in each string, as upstream does for
+// command and args: $$ is a literal $, unknown references stay as written.
+func expandAll(in []string, env map[string]string) []string {
+	if in == nil {
+		return nil
+	}
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = Expand(s, env)
+	}
+	return out
+}
+
+// Expand replaces $(NAME) with env[NAME] when NAME is defined; "$$" becomes
+// "$"; anything else is left as written.
+func Expand(s string, env map[string]string) string {
+	var buf []byte
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			buf = append(buf, s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			buf = append(buf, '$')
+			i++
+		case '(':
+			end := -1
+			for j := i + 2; j < len(s); j++ {
+				if s[j] == ')' {
+					end = j
+					break
+				}
+			}
+			if end < 0 {
+				buf = append(buf, s[i:]...)
+				return string(buf)
+			}
+			name := s[i+2 : end]
+			if v, ok := env[name]; ok && name != "" {
+				buf = append(buf, v...)
+			} else {
+				buf = append(buf, s[i:end+1]...)
+			}
+			i = end
+		default:
+			buf = append(buf, '$')
+		}
+	}
+	return string(buf)
+}

@@ -1,0 +1,19 @@
+// Package criruntime implements nodekit.Runtime over any CRI v1 endpoint
+// (containerd, CRI-O, ...): pod sandboxes, images with pull policies and pull
+// secrets, containers with their configuration, graceful stop, listing and
+// status.
+//
+// It carries out the actions it is given; it does not decide restarts,
+// back-off or ordering (the sync loop does). Optional capabilities used by
+// other packages — ExecSync for probes, Ready for runtime health,
+// RemoveContainer and RemovePodSandbox for garbage collection — are plain
+// methods that those packages find by type assertion.
+//
+// Containers and sandboxes carry the upstream kubelet's labels and
+// annotations (io.kubernetes.pod.uid, io.kubernetes.container.name, ...), so
+// a restarted agent — or crictl — recognizes them.
+//
+//	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
+//	res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: actions})
+//	if err := res.Err(); errors.Is(err, nodekit.ErrImagePull) { ... }
+package criruntime

@@ -1,0 +1,170 @@
+package criruntime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+)
+
+// A reference is [domain[:port]/]path[:tag][@algo:hex]; path components are
+// lower case. This is the grammar of the distribution reference package,
+// reduced to what decides validity.
+var (
+	refComponent = `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`
+	refDomain    = `(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
+	refRegexp    = regexp.MustCompile(`^(?:` + refDomain + `/)?` + refComponent + `(?:/` + refComponent + `)*` +
+		`(?::([\w][\w.-]{0,127}))?(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$`)
+)
+
+// normalizeImage validates an image reference and adds the :latest tag when
+// it has neither tag nor digest, as upstream does before asking the runtime.
+func normalizeImage(image string) (string, error) {
+	m := refRegexp.FindStringSubmatch(image)
+	if m == nil {
+		return "", fmt.Errorf("invalid image name %q", image)
+	}
+	if m[1] == "" && m[2] == "" {
+		return image + ":latest", nil
+	}
+	return image, nil
+}
+
+// ensureImage makes the container's image present according to its pull
+// policy and returns the image to create the container from.
+// Failures are *nodekit.ActionError with the upstream reasons.
+func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*runtimeapi.Image, error) {
+	fail := func(reason nodekit.Reason, msg string, err error) error {
+		return &nodekit.ActionError{Action: nodekit.ActionStartContainer, Target: c.Name, Reason: reason, Message: msg, Err: err}
+	}
+	image, err := normalizeImage(c.Image)
+	if err != nil {
+		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to apply default image tag %q: %v", c.Image, err)
+		return nil, fail(nodekit.ErrInvalidImageName, fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err), nil)
+	}
+	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
+	st, err := r.is.ImageStatus(ctx, spec, false)
+	if err != nil {
+		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to inspect image %q: %v", c.Image, err)
+		return nil, fail(nodekit.ErrImageInspect, fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err), err)
+	}
+	present := st.GetImage() != nil
+	policy := c.ImagePullPolicy
+	if policy == "" {
+		// The API server defaults this; pods from files and tests may not.
+		policy = v1.PullIfNotPresent
+		if strings.HasSuffix(image, ":latest") {
+			policy = v1.PullAlways
+		}
+	}
+	switch {
+	case present && policy != v1.PullAlways:
+		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		return st.GetImage(), nil
+	case !present && policy == v1.PullNever:
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		r.events.Eventf(pod, v1.EventTypeWarning, "ErrImageNeverPull", "%s", msg)
+		return nil, fail(nodekit.ErrImageNeverPull, msg, nil)
+	}
+
+	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	start := r.cfg.Clock.Now()
+	ref, err := r.pull(ctx, spec, secrets, sandbox)
+	if err != nil {
+		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
+		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", c.Image, err), err)
+	}
+	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, r.cfg.Clock.Since(start).Round(1e6))
+	if st, err := r.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false); err == nil && st.GetImage() != nil {
+		return st.GetImage(), nil
+	}
+	return &runtimeapi.Image{Id: ref}, nil
+}
+
+// pull tries each credential from the pull secrets that matches the image's
+// registry, then an anonymous pull, and returns the first success.
+func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	creds := credentialsFor(spec.Image, secrets)
+	var errs []error
+	for _, auth := range append(creds, nil) {
+		ref, err := r.is.PullImage(ctx, spec, auth, sandbox)
+		if err == nil {
+			return ref, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return "", errors.Join(errs...)
+}
+
+// dockerConfig is the content of a kubernetes.io/dockerconfigjson secret; a
+// kubernetes.io/dockercfg secret holds just the Auths map.
+type dockerConfig struct {
+	Auths map[string]dockerAuth `json:"auths"`
+}
+
+type dockerAuth struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+	Auth     string `json:"auth"`
+}
+
+// registryOf returns the registry host of an image reference, with Docker
+// Hub's default.
+func registryOf(image string) string {
+	first, _, found := strings.Cut(image, "/")
+	if !found || (!strings.ContainsAny(first, ".:") && first != "localhost") {
+		return "docker.io"
+	}
+	return first
+}
+
+// credentialsFor returns the auth configs of the secrets whose registry key
+// matches the image's registry (host, optionally with a scheme or path, as
+// docker config keys are written).
+func credentialsFor(image string, secrets []v1.Secret) []*runtimeapi.AuthConfig {
+	want := registryOf(image)
+	var out []*runtimeapi.AuthConfig
+	for i := range secrets {
+		var auths map[string]dockerAuth
+		if b, ok := secrets[i].Data[v1.DockerConfigJsonKey]; ok {
+			var dc dockerConfig
+			if json.Unmarshal(b, &dc) != nil {
+				continue
+			}
+			auths = dc.Auths
+		} else if b, ok := secrets[i].Data[v1.DockerConfigKey]; ok {
+			if json.Unmarshal(b, &auths) != nil {
+				continue
+			}
+		}
+		for key, a := range auths {
+			host := strings.TrimPrefix(strings.TrimPrefix(key, "https://"), "http://")
+			host, _, _ = strings.Cut(host, "/")
+			if host == "index.docker.io" || host == "registry-1.docker.io" {
+				host = "docker.io"
+			}
+			if host != want {
+				continue
+			}
+			user, pass := a.Username, a.Password
+			if a.Auth != "" {
+				if dec, err := base64.StdEncoding.DecodeString(a.Auth); err == nil {
+					user, pass, _ = strings.Cut(string(dec), ":")
+				}
+			}
+			out = append(out, &runtimeapi.AuthConfig{Username: user, Password: pass, ServerAddress: key})
+		}
+	}
+	return out
+}

@@ -1,0 +1,199 @@
+package criruntime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	"k8s.io/utils/clock"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodekit/nodekit"
+)
+
+// EventRecorder records Kubernetes events about a pod. client-go's
+// record.EventRecorder satisfies it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+// Config configures a Runtime. Only Endpoint is required.
+type Config struct {
+	// Endpoint is the CRI socket, e.g. unix:///run/containerd/containerd.sock.
+	Endpoint string
+	// ImageEndpoint is the image service socket; "" means Endpoint.
+	ImageEndpoint string
+	// RequestTimeout bounds each CRI call except image pulls. Default 2m.
+	RequestTimeout time.Duration
+	// PodLogsDir is where container logs are written, one directory per
+	// pod (NAMESPACE_NAME_UID). Default /var/log/pods.
+	PodLogsDir string
+	// Events receives Pulling, Pulled, Created, Started, Killing and failure
+	// events. Nil discards them.
+	Events EventRecorder
+	// Clock is used for timestamps. Default: the real clock.
+	Clock clock.PassiveClock
+}
+
+// Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
+// concurrent use.
+type Runtime struct {
+	rs     internalapi.RuntimeService
+	is     internalapi.ImageManagerService
+	cfg    Config
+	typ    string
+	events EventRecorder
+}
+
+var _ nodekit.Runtime = (*Runtime)(nil)
+
+// New connects to the CRI endpoint and checks that it answers. It fails with
+// an error naming the endpoint when the socket is dead, so a misconfigured
+// agent stops at start instead of spinning.
+func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	if cfg.Endpoint == "" {
+		return nil, fmt.Errorf("criruntime: Config.Endpoint is empty")
+	}
+	cfg = withDefaults(cfg)
+	rs, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(cfg.Endpoint).
+		WithConnectionTimeout(cfg.RequestTimeout).
+		WithTracerProvider(nil).
+		Build(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("criruntime: connect to runtime endpoint %q: %w", cfg.Endpoint, err)
+	}
+	ie := cfg.ImageEndpoint
+	if ie == "" {
+		ie = cfg.Endpoint
+	}
+	is, err := remote.NewRemoteImageServiceBuilder().
+		WithEndpoint(ie).
+		WithConnectionTimeout(cfg.RequestTimeout).
+		WithTracerProvider(nil).
+		Build(ctx)
+	if err != nil {
+		_ = rs.Close(ctx)
+		return nil, fmt.Errorf("criruntime: connect to image endpoint %q: %w", ie, err)
+	}
+	return NewFromServices(ctx, rs, is, cfg)
+}
+
+// NewFromServices builds a Runtime over already connected CRI services (for
+// example the fakes in k8s.io/cri-api/pkg/apis/testing). It asks the runtime
+// for its name, used as the container ID type.
+func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService, cfg Config) (*Runtime, error) {
+	cfg = withDefaults(cfg)
+	v, err := rs.Version(ctx, "v1")
+	if err != nil {
+		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
+	}
+	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events}
+	if r.events == nil {
+		r.events = discardEvents{}
+	}
+	return r, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 2 * time.Minute
+	}
+	if cfg.PodLogsDir == "" {
+		cfg.PodLogsDir = "/var/log/pods"
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return cfg
+}
+
+// Close releases the connections.
+func (r *Runtime) Close(ctx context.Context) error {
+	err := r.rs.Close(ctx)
+	if ierr := r.is.Close(ctx); err == nil {
+		err = ierr
+	}
+	return err
+}
+
+// Type is the runtime's name as reported by CRI Version (e.g. "containerd"),
+// used as the scheme of container IDs.
+func (r *Runtime) Type() string { return r.typ }
+
+// Version reports the runtime's name and version, e.g. for the Node's
+// status.nodeInfo.containerRuntimeVersion ("containerd://1.6.20").
+func (r *Runtime) Version(ctx context.Context) (string, error) {
+	v, err := r.rs.Version(ctx, "v1")
+	if err != nil {
+		return "", fmt.Errorf("criruntime: version: %w", err)
+	}
+	return v.RuntimeName + "://" + v.RuntimeVersion, nil
+}
+
+// Ready reports whether the runtime and its network are ready, with the
+// runtime's reason when not.
+func (r *Runtime) Ready(ctx context.Context) error {
+	st, err := r.rs.Status(ctx, false)
+	if err != nil {
+		return fmt.Errorf("%w: %w", nodekit.ErrRuntimeUnavailable, err)
+	}
+	for _, c := range st.GetStatus().GetConditions() {
+		if (c.Type == runtimeapi.RuntimeReady || c.Type == runtimeapi.NetworkReady) && !c.Status {
+			return fmt.Errorf("%w: %s is false: %s: %s", nodekit.ErrRuntimeUnavailable, c.Type, c.Reason, c.Message)
+		}
+	}
+	return nil
+}
+
+// ExecSync runs cmd in a container and returns its output and exit code. A
+// non-zero exit is not an error; a timeout is.
+func (r *Runtime) ExecSync(ctx context.Context, id nodekit.ContainerID, cmd []string, timeout time.Duration) (stdout, stderr []byte, exitCode int, err error) {
+	stdout, stderr, err = r.rs.ExecSync(ctx, id.ID, cmd, timeout)
+	if err != nil {
+		var ee utilexec.ExitError
+		if errors.As(err, &ee) {
+			return stdout, stderr, ee.ExitStatus(), nil
+		}
+		return stdout, stderr, -1, fmt.Errorf("criruntime: exec in %s: %w", id, err)
+	}
+	return stdout, stderr, 0, nil
+}
+
+// RemoveContainer removes a stopped container and its log file.
+func (r *Runtime) RemoveContainer(ctx context.Context, id nodekit.ContainerID) error {
+	if err := r.rs.RemoveContainer(ctx, id.ID); err != nil {
+		return fmt.Errorf("criruntime: remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemovePodSandbox removes a stopped sandbox and whatever containers remain
+// in it.
+func (r *Runtime) RemovePodSandbox(ctx context.Context, id string) error {
+	if err := r.rs.RemovePodSandbox(ctx, id); err != nil {
+		return fmt.Errorf("criruntime: remove sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// podLogDir is the directory of a pod's container logs, as upstream:
+// PodLogsDir/NAMESPACE_NAME_UID.
+func (r *Runtime) podLogDir(pod *v1.Pod) string {
+	return filepath.Join(r.cfg.PodLogsDir, pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+}
+
+func (r *Runtime) containerID(id string) nodekit.ContainerID {
+	return nodekit.ContainerID{Type: r.typ, ID: id}
+}
+
+type discardEvents struct{}
+
+func (discardEvents) Eventf(runtime.Object, string, string, string, ...interface{}) {}

@@ -1,0 +1,10 @@
+// Package syncloop will own the main loop of a node agent and the per-pod
+// workers: it selects over pod updates, PLEG events, the sync and
+// housekeeping ticks and probe results; serializes the work of each pod
+// through the sync -> terminating -> terminated states; runs the admission
+// chain; and decides each pod's actions (restart policy, crash-loop and
+// image-pull back-off, init containers) that a nodekit.Runtime carries out.
+//
+// It does not talk to a container runtime protocol or to the API server
+// directly: those come in through nodekit.Runtime and nodekit.StatusSink.
+package syncloop
