@@ -197,4 +197,3 @@ func stateOf(s runtimeapi.ContainerState) nodekit.State {
 	}
 	return nodekit.StateUnknown
 }
-
