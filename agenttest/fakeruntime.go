@@ -293,3 +293,50 @@ func (f *FakeRuntime) GetPodStatus(_ context.Context, uid types.UID, name, names
 	}
 	return st, nil
 }
+
+// RemoveContainer removes a stopped container, as garbage collection does.
+func (f *FakeRuntime) RemoveContainer(_ context.Context, id nodekit.ContainerID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "RemoveContainer "+id.String())
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	for _, p := range f.pods {
+		for i, c := range p.containers {
+			if c.ID != id {
+				continue
+			}
+			if c.State == nodekit.StateRunning {
+				return fmt.Errorf("fake runtime: container %s is running", id)
+			}
+			p.containers = append(p.containers[:i], p.containers[i+1:]...)
+			return nil
+		}
+	}
+	return nil
+}
+
+// RemovePodSandbox removes a sandbox and whatever containers remain in the
+// pod when it was the last one.
+func (f *FakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "RemovePodSandbox "+id)
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	for uid, p := range f.pods {
+		for i, sb := range p.sandboxes {
+			if sb.ID != id {
+				continue
+			}
+			p.sandboxes = append(p.sandboxes[:i], p.sandboxes[i+1:]...)
+			if len(p.sandboxes) == 0 {
+				delete(f.pods, uid)
+			}
+			return nil
+		}
+	}
+	return nil
+}

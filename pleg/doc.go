@@ -1,7 +1,22 @@
-// Package pleg will own the pod lifecycle event generator: the generic relist
-// PLEG that diffs what the runtime reports between relists, the evented PLEG
-// fed by runtime container events, and the pod cache that workers read.
+// Package pleg owns the pod lifecycle event generator and the pod cache.
 //
-// It needs only two runtime calls (list pods, get a pod's status) and
-// declares just those; it does not decide what to do about an event.
+// Generic is the relist PLEG: every second it lists the runtime's pods,
+// compares each container and sandbox with the previous listing, refreshes
+// the Cache for pods that changed, and emits typed Events (ContainerStarted,
+// ContainerDied, ContainerRemoved, ...) on a receive-only channel. Pods whose
+// status could not be read are inspected again on the next relist. Relist is
+// the synchronous step; Run calls it on a ticker.
+//
+// The Cache holds the newest runtime status of each pod with the time it was
+// read, so a pod worker can wait (GetNewerThan) for a status newer than its
+// last action instead of acting on a stale one.
+//
+// pleg needs only two runtime calls, ListPods and GetPodStatus, and declares
+// just those (Runtime). It does not decide what to do about an event; the
+// sync loop does.
+//
+//	cache := pleg.NewCache(clk)
+//	g := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clk})
+//	go g.Run(ctx)
+//	for ev := range g.Events() { ... }
 package pleg
