@@ -1,0 +1,113 @@
+package agenttest
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodekit/nodekit/internal/localcri"
+)
+
+// containerdStopTimeout bounds the teardown of a test's containerd.
+const containerdStopTimeout = 2 * time.Minute
+
+// Image references StartContainerd's containerd holds (besides aliases such
+// as docker.io/library/busybox:latest and registry.k8s.io/pause:3.10.2).
+const (
+	BusyboxImage = localcri.BusyboxImage // registry.k8s.io/e2e-test-images/busybox:1.37.0-2, CMD ["sh"]
+	PauseImage   = localcri.SandboxImage // registry.k8s.io/pause:3.10.1, the sandbox image
+	AgnhostImage = localcri.AgnhostImage // registry.k8s.io/e2e-test-images/agnhost:2.66.1, when built
+)
+
+// Containerd is a private containerd (CRI v1) serving one test, with runc,
+// a CNI bridge of its own and the local test images imported.
+type Containerd struct {
+	Endpoint string     // CRI endpoint, unix:///.../containerd.sock
+	Socket   string     // the socket path of Endpoint
+	Dir      string     // the instance's root, state, config and logs; removed after the test
+	Bridge   string     // the pod network's bridge
+	Gateway  net.IP     // the bridge's address: pods' gateway, usable as the node IP
+	Subnet   *net.IPNet // the pods' /24
+	Images   []string   // every image reference imported (tags and repo digests)
+
+	c *localcri.Containerd
+}
+
+// StartContainerd starts a private containerd for t and returns once its CRI
+// answers and the test images are imported; t.Cleanup removes its pods,
+// stops it, kills what it leaves and deletes its bridge. Without root,
+// containerd or runc the test is skipped (or fails, with
+// $NODEKIT_REQUIRE_INTEGRATION set); if containerd fails to start the test
+// fails with the tail of its log. The agnhost image is there only when
+// _output/bin/agnhost (or $NODEKIT_BIN_DIR/agnhost) exists.
+func StartContainerd(t testing.TB) *Containerd {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		RequireIntegration(t, "containerd", errors.New("containerd needs root"))
+	}
+	if err := localcri.LookupBinaries(); err != nil {
+		RequireIntegration(t, "containerd", err)
+	}
+
+	// Not t.TempDir(): a long test name would make the socket path too
+	// long for a unix socket.
+	dir, err := os.MkdirTemp("", "nkcri-")
+	if err != nil {
+		t.Fatalf("agenttest: containerd dir: %v", err)
+	}
+	t.Cleanup(func() { // registered first, so it runs after the stop below
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("agenttest: remove containerd dir: %v", err)
+		}
+	})
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1))))
+	c, err := localcri.Start(ctx, localcri.Config{Dir: dir})
+	if err != nil {
+		t.Fatalf("agenttest: start containerd: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agenttest: containerd of a failed test:%s", c.LogTail())
+		}
+		// t.Context() is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), containerdStopTimeout)
+		defer cancel()
+		if err := c.Stop(ctx); err != nil {
+			t.Errorf("agenttest: stop containerd: %v", err)
+		}
+	})
+	var images []string
+	for _, it := range c.Images {
+		images = append(images, it.Tags...)
+		images = append(images, it.RepoDigests...)
+	}
+	return &Containerd{
+		Endpoint: c.Endpoint,
+		Socket:   c.Socket,
+		Dir:      c.Dir,
+		Bridge:   c.Bridge,
+		Gateway:  c.Gateway,
+		Subnet:   c.Subnet,
+		Images:   images,
+		c:        c,
+	}
+}
+
+// HasImage reports whether ref (a tag or repo digest) was imported.
+func (c *Containerd) HasImage(ref string) bool {
+	for _, r := range c.Images {
+		if r == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// LogTail returns the last lines of containerd's log, for failure messages.
+func (c *Containerd) LogTail() string { return c.c.LogTail() }

@@ -1,0 +1,150 @@
+package agenttest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodekit/nodekit/internal/localcp"
+)
+
+// controlPlaneStopTimeout bounds the teardown of a test's control plane.
+const controlPlaneStopTimeout = time.Minute
+
+// ControlPlane is a private etcd + kube-apiserver v1.37.2 serving one test,
+// on loopback ports, with the Node authorizer, RBAC and NodeRestriction on:
+// node clients from NodeConfig are treated exactly like real kubelets.
+// Only the API server runs: no controller-manager and no scheduler.
+type ControlPlane struct {
+	URL             string       // https://127.0.0.1:PORT
+	Dir             string       // state dir (certificates, logs/, kubeconfigs), removed after the test
+	AdminKubeconfig string       // kubeconfig of a system:masters user
+	CAFile          string       // CA of the API server's serving and client certificates
+	Admin           *rest.Config // admin client config (system:masters); copy before changing it
+
+	t  testing.TB
+	cp *localcp.ControlPlane
+}
+
+// ControlPlaneOption adjusts StartControlPlane.
+type ControlPlaneOption func(*controlPlaneOptions)
+
+type controlPlaneOptions struct {
+	binDir        string
+	nodes         []string
+	apiserverArgs []string
+}
+
+// WithBinDir runs kube-apiserver (and etcd, if there) from dir instead of
+// $NODEKIT_BIN_DIR or the checkout's _output/bin.
+func WithBinDir(dir string) ControlPlaneOption {
+	return func(o *controlPlaneOptions) { o.binDir = dir }
+}
+
+// WithNodes creates node credentials up front (NodeConfig creates them on
+// demand too).
+func WithNodes(names ...string) ControlPlaneOption {
+	return func(o *controlPlaneOptions) { o.nodes = append(o.nodes, names...) }
+}
+
+// WithAPIServerArgs appends flags to kube-apiserver's command line, e.g.
+// "--feature-gates=X=true". A repeated single-valued flag overrides the
+// default; list flags such as --enable-admission-plugins add to it.
+func WithAPIServerArgs(args ...string) ControlPlaneOption {
+	return func(o *controlPlaneOptions) { o.apiserverArgs = append(o.apiserverArgs, args...) }
+}
+
+// StartControlPlane starts a private etcd + kube-apiserver for t and returns
+// once /readyz answers ok; t.Cleanup stops it (SIGTERM, then SIGKILL) and
+// removes its state. If the binaries are not installed the test is skipped
+// (or fails, with $NODEKIT_REQUIRE_INTEGRATION set); if they fail to start
+// the test fails with the tail of the failing process's log. When the test
+// fails, the tail of the API server log is logged at cleanup.
+func StartControlPlane(t testing.TB, opts ...ControlPlaneOption) *ControlPlane {
+	t.Helper()
+	var o controlPlaneOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	_, err := localcp.FindBinaries(o.binDir)
+	if missing := (*localcp.MissingBinaryError)(nil); errors.As(err, &missing) {
+		RequireIntegration(t, "local control plane (etcd + kube-apiserver)", err)
+	} else if err != nil {
+		t.Fatalf("agenttest: control plane binaries: %v", err)
+	}
+
+	dir := t.TempDir() // registered before the stop below, so removed after it
+	cp, err := localcp.Start(t.Context(), localcp.Config{
+		Dir:           dir,
+		BinDir:        o.binDir,
+		NodeNames:     o.nodes,
+		Log:           t.Output(),
+		APIServerArgs: o.apiserverArgs,
+	})
+	if err != nil {
+		t.Fatalf("agenttest: start control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agenttest: control plane of a failed test\n%s", localcp.LogTail(cp.Dir, localcp.ProcAPIServer))
+		}
+		// t.Context() is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), controlPlaneStopTimeout)
+		defer cancel()
+		if err := cp.Stop(ctx); err != nil {
+			t.Errorf("agenttest: stop control plane: %v", err)
+		}
+	})
+	return &ControlPlane{
+		URL:             cp.URL,
+		Dir:             cp.Dir,
+		AdminKubeconfig: cp.AdminKubeconfig,
+		CAFile:          cp.CAFile,
+		Admin:           rest.CopyConfig(cp.Admin),
+		t:               t,
+		cp:              cp,
+	}
+}
+
+// AdminClient returns a clientset authenticated as the admin (system:masters).
+func (c *ControlPlane) AdminClient() kubernetes.Interface {
+	c.t.Helper()
+	cs, err := kubernetes.NewForConfig(rest.CopyConfig(c.Admin))
+	if err != nil {
+		c.t.Fatalf("agenttest: admin client: %v", err)
+	}
+	return cs
+}
+
+// NodeConfig returns a client config authenticating as the node agent of
+// node name (CN=system:node:NAME, O=system:nodes), creating its certificate
+// on first use; the test fails on error. Each call returns a new config.
+func (c *ControlPlane) NodeConfig(name string) *rest.Config {
+	c.t.Helper()
+	cfg, err := c.cp.NodeConfig(name)
+	if err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+	return cfg
+}
+
+// NodeKubeconfig returns the path of node name's kubeconfig (see
+// NodeConfig), for agents that take a --kubeconfig file.
+func (c *ControlPlane) NodeKubeconfig(name string) string {
+	c.t.Helper()
+	path, err := c.cp.NodeKubeconfig(name)
+	if err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+	return path
+}
+
+// LogTail returns the last lines of the log of process "kube-apiserver" or
+// "etcd", for failure messages.
+func (c *ControlPlane) LogTail(process string) string {
+	return localcp.LogTail(c.Dir, process)
+}

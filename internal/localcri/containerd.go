@@ -1,0 +1,251 @@
+package localcri
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// readyTimeout bounds how long Start waits for the CRI to answer when ctx
+// has no earlier deadline.
+const readyTimeout = 2 * time.Minute
+
+// Containerd is a running containerd of this package's own.
+type Containerd struct {
+	Dir      string // everything the instance owns is under Dir
+	Endpoint string // CRI endpoint, "unix://" + Socket
+	Socket   string // containerd's gRPC socket
+
+	// The pod network: a bridge of the instance's own holding Gateway,
+	// usable as the node IP.
+	Bridge  string
+	Gateway net.IP
+	Subnet  *net.IPNet
+
+	// Images are the images imported at start (agnhost is missing when its
+	// binary was not found).
+	Images []ImageTar
+
+	st   instanceState
+	done <-chan struct{} // closed when our child exits; nil when not our child
+
+	mu      sync.Mutex
+	stopped bool
+	stopErr error
+}
+
+// instanceState is what StopDir needs to find and stop an instance; it is
+// written to Dir/instance.json.
+type instanceState struct {
+	PID      int    `json:"pid"`
+	Dir      string `json:"dir"`
+	Config   string `json:"config"`
+	Socket   string `json:"socket"`
+	RuncRoot string `json:"runcRoot"`
+	Runc     string `json:"runc"`
+	Bridge   string `json:"bridge"`
+	Subnet   string `json:"subnet"`
+	Gateway  string `json:"gateway"`
+}
+
+func (s instanceState) network() podNetwork {
+	n := podNetwork{Bridge: s.Bridge, Gateway: net.ParseIP(s.Gateway).To4()}
+	if _, subnet, err := net.ParseCIDR(s.Subnet); err == nil {
+		n.Subnet = subnet
+	}
+	return n
+}
+
+// Start builds (or reuses) the test images, starts containerd with a config
+// of its own under cfg.Dir, and returns once the CRI answers Version and
+// Status over the socket and the images are imported. On error nothing of
+// the instance is left running.
+func Start(ctx context.Context, cfg Config) (*Containerd, error) {
+	logger := klog.FromContext(ctx)
+	if cfg.Dir == "" {
+		return nil, errors.New("start containerd: Config.Dir is empty")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: Config.Dir: %w", err)
+	}
+	l := newLayout(dir)
+	if err := checkSocketPath(l.socket); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	bins, err := lookupBinaries()
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	if err := l.mkdirs(); err != nil {
+		return nil, fmt.Errorf("start containerd: create dirs: %w", err)
+	}
+	if err := cleanStale(ctx, l); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+
+	binDir := resolveBinDir(cfg.BinDir)
+	cacheDir := cfg.ImageCache
+	if cacheDir == "" && binDir != "" {
+		cacheDir = filepath.Join(filepath.Dir(filepath.Clean(binDir)), "images")
+	} else if cacheDir == "" {
+		cacheDir = filepath.Join(dir, "images")
+	}
+	t0 := time.Now()
+	images, err := BuildImages(ctx, cacheDir, binDir)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	logger.V(1).Info("Images ready", "cache", cacheDir, "duration", time.Since(t0))
+
+	netw, err := allocateNetwork(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	c := &Containerd{
+		Dir: dir, Socket: l.socket, Endpoint: "unix://" + l.socket,
+		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet,
+		st: instanceState{Dir: dir, Config: l.config, Socket: l.socket, RuncRoot: l.runcRoot, Runc: bins.runc,
+			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String()},
+	}
+	fail := func(err error) (*Containerd, error) {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if serr := c.Stop(stopCtx); serr != nil {
+			logger.Error(serr, "Cleaning up after a failed start")
+		}
+		return nil, fmt.Errorf("start containerd in %s: %w", dir, err)
+	}
+	// Record the network before anything else so that StopDir can undo it.
+	if err := writeState(l, c.st); err != nil {
+		return fail(err)
+	}
+	if err := writeCNIConfig(l, netw); err != nil {
+		return fail(fmt.Errorf("write CNI config: %w", err))
+	}
+	conf, err := containerdConfig(l, bins)
+	if err != nil {
+		return fail(fmt.Errorf("containerd config: %w", err))
+	}
+	if err := os.WriteFile(l.config, conf, 0o644); err != nil {
+		return fail(fmt.Errorf("write containerd config: %w", err))
+	}
+
+	t0 = time.Now()
+	pid, done, err := spawn(l, bins, cfg.Detach)
+	if err != nil {
+		return fail(err)
+	}
+	c.st.PID, c.done = pid, done
+	if err := writeState(l, c.st); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return fail(fmt.Errorf("write pidfile: %w", err))
+	}
+	if err := waitReady(ctx, c, l); err != nil {
+		return fail(err)
+	}
+	logger.V(1).Info("containerd is ready", "pid", pid, "socket", l.socket, "duration", time.Since(t0))
+
+	t0 = time.Now()
+	if err := importImages(ctx, bins, l, c, images); err != nil {
+		return fail(fmt.Errorf("%w (containerd log: %s)", err, logTail(l.logFile)))
+	}
+	c.Images = images
+	logger.V(1).Info("Images imported", "count", len(images), "duration", time.Since(t0))
+	return c, nil
+}
+
+// spawn starts containerd. Without detach it runs in its own process group
+// and gets SIGTERM if the caller dies; with detach it runs in its own
+// session and outlives the caller. The returned channel is closed once the
+// process has exited (and was reaped).
+func spawn(l layout, bins binaries, detach bool) (int, <-chan struct{}, error) {
+	logFile, err := os.OpenFile(l.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, nil, fmt.Errorf("open containerd log: %w", err)
+	}
+	cmd := exec.Command(bins.containerd, "--config", l.config, "--log-level", "info")
+	cmd.Dir = l.dir
+	cmd.Env = childEnv(bins)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if detach {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	}
+
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Pdeathsig fires when the thread that forked the child exits, so
+		// keep this goroutine on its thread until the child is gone.
+		runtime.LockOSThread()
+		err := cmd.Start()
+		_ = logFile.Close()
+		started <- err
+		if err != nil {
+			return
+		}
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return 0, nil, fmt.Errorf("run %s: %w", bins.containerd, err)
+	}
+	return cmd.Process.Pid, done, nil
+}
+
+func writeState(l layout, st instanceState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode instance state: %w", err)
+	}
+	if err := os.WriteFile(l.stateFile, data, 0o644); err != nil {
+		return fmt.Errorf("write instance state: %w", err)
+	}
+	return nil
+}
+
+func readState(dir string) (instanceState, error) {
+	data, err := os.ReadFile(newLayout(dir).stateFile)
+	if err != nil {
+		return instanceState{}, err
+	}
+	var st instanceState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return instanceState{}, fmt.Errorf("decode %s: %w", newLayout(dir).stateFile, err)
+	}
+	return st, nil
+}
+
+// cleanStale refuses a Dir whose containerd still runs and cleans up after
+// one that died without Stop.
+func cleanStale(ctx context.Context, l layout) error {
+	st, err := readState(l.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.PID != 0 && processMatches(st.PID, st.Config) {
+		return fmt.Errorf("containerd (pid %d) is already running in %s", st.PID, l.dir)
+	}
+	klog.FromContext(ctx).Info("Cleaning up a stale instance", "dir", l.dir, "bridge", st.Bridge)
+	c := &Containerd{Dir: l.dir, Socket: st.Socket, st: st}
+	return c.Stop(ctx)
+}

@@ -1,0 +1,31 @@
+// Package localcri runs a private containerd for tests and hack scripts:
+// containerd + runc + a CNI bridge from the host's packages, with a config,
+// a pod network and local test images of its own, so that several instances
+// (and a system containerd) can run side by side on one machine.
+//
+// What it owns, per instance, all under Config.Dir: containerd's root and
+// state, its gRPC and ttrpc sockets, config.toml, the runc root, the CNI
+// config and host-local IPAM state, network namespaces, logs
+// (Dir/logs/containerd.log), the pidfile and instance.json. Outside Dir it
+// owns one bridge (nkN-XXXX) holding the gateway of a /24 of 10.88.0.0/16
+// (chosen under the flock /run/nodekit-net.lock by skipping subnets already
+// on an interface) and two iptables FORWARD rules that keep pod traffic on
+// that bridge. Stop removes the pods through the CRI, stops containerd,
+// kills the shims and containers it knows about, unmounts what is mounted
+// under Dir and deletes the bridge and the rules.
+//
+// It also builds the images upstream node tests use (busybox, pause and
+// agnhost) as OCI image layout tarballs, in Go and deterministically, caches
+// them in Config.ImageCache and imports them at start; no registry is
+// needed. The agnhost image needs a static agnhost binary in Config.BinDir
+// and is left out, with a logged warning, without one.
+//
+// What it does not own or do: it installs nothing (containerd, runc,
+// busybox-static, iptables and the CNI plugins in /usr/lib/cni must be
+// there), pulls nothing, never masquerades pod traffic, and does not undo
+// host-wide settings the CNI plugins make (the bridge plugin turns on
+// net.ipv4.ip_forward; libcni keeps its result cache in /var/lib/cni while
+// a pod exists). Container cgroups go under the cgroupfs parent the CRI
+// caller asks for (containerd's default is /k8s.io/<id>). It is not a
+// general containerd manager: one config, made for node-agent tests.
+package localcri

@@ -1,0 +1,202 @@
+package localcri
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// fakeBinDir holds a static binary named agnhost (busybox: the builder only
+// checks that it is static).
+func fakeBinDir(t *testing.T) string {
+	t.Helper()
+	bb, err := findBusybox()
+	if err != nil {
+		t.Skipf("no static busybox: %v", err)
+	}
+	dir := t.TempDir()
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agnhost"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestBuildImagesDeterministic(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	bin := fakeBinDir(t)
+	a, err := BuildImages(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildImages(ctx, t.TempDir(), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) != 3 || len(b) != 3 {
+		t.Fatalf("want 3 images, got %d and %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].Manifest != b[i].Manifest || a[i].ID != b[i].ID {
+			t.Errorf("image %s: digests differ between builds: %s/%s vs %s/%s",
+				a[i].Name, a[i].Manifest, a[i].ID, b[i].Manifest, b[i].ID)
+		}
+	}
+
+	// A second call on the same cache reuses the tarballs.
+	again, err := BuildImages(ctx, filepath.Dir(a[0].Path), bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if again[i].Path != a[i].Path || again[i].Manifest != a[i].Manifest {
+			t.Errorf("image %s: cache not reused: %+v vs %+v", a[i].Name, again[i], a[i])
+		}
+	}
+}
+
+func TestBuildImagesWithoutAgnhost(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	if _, err := findBusybox(); err != nil {
+		t.Skipf("no static busybox: %v", err)
+	}
+	images, err := BuildImages(ctx, t.TempDir(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range images {
+		names = append(names, it.Name)
+	}
+	if !slices.Equal(names, []string{ImageBusybox, ImagePause}) {
+		t.Fatalf("images = %v, want busybox and pause only", names)
+	}
+}
+
+func TestImageContents(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	images, err := BuildImages(ctx, t.TempDir(), fakeBinDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range images {
+		files, cfg, names := readLayout(t, it.Path)
+		for _, tag := range it.Tags {
+			if !slices.Contains(names, tag) {
+				t.Errorf("%s: index lacks %s (has %v)", it.Name, tag, names)
+			}
+		}
+		for _, want := range []string{"bin/busybox", "bin/sh", "bin/sleep", "etc/passwd", "etc/group", "tmp/", "etc/hosts", "etc/resolv.conf"} {
+			if _, ok := files[want]; !ok {
+				t.Errorf("%s: rootfs lacks %s", it.Name, want)
+			}
+		}
+		if h := files["tmp/"]; h != nil && h.Mode&0o7777 != 0o1777 {
+			t.Errorf("%s: /tmp mode = %o", it.Name, h.Mode)
+		}
+		if h := files["bin/sh"]; h != nil && (h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox") {
+			t.Errorf("%s: /bin/sh = %+v", it.Name, h)
+		}
+		c := cfg.Config
+		switch it.Name {
+		case ImageBusybox:
+			if !slices.Equal(c.Cmd, []string{"sh"}) || c.Entrypoint != nil {
+				t.Errorf("busybox config = %+v", c)
+			}
+		case ImagePause:
+			if !slices.Equal(c.Entrypoint, []string{"/bin/sleep", "2147483647"}) {
+				t.Errorf("pause config = %+v", c)
+			}
+		case ImageAgnhost:
+			if !slices.Equal(c.Entrypoint, []string{"/agnhost"}) || !slices.Equal(c.Cmd, []string{"pause"}) {
+				t.Errorf("agnhost config = %+v", c)
+			}
+			for _, want := range []string{"agnhost", "agnhost-2", "uploads/", "localhost.crt", "localhost.key"} {
+				if _, ok := files[want]; !ok {
+					t.Errorf("agnhost: rootfs lacks %s", want)
+				}
+			}
+			if h := files["agnhost-2"]; h != nil && h.Linkname != "agnhost" {
+				t.Errorf("agnhost-2 -> %q", h.Linkname)
+			}
+		}
+	}
+}
+
+// readLayout returns the merged rootfs headers, the image config and the
+// image names of an OCI layout tarball.
+func readLayout(t *testing.T, path string) (map[string]*tar.Header, imageConfig, []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	blobs := map[string][]byte{}
+	var idx index
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case h.Name == "index.json":
+			if err := json.Unmarshal(data, &idx); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(h.Name, "blobs/sha256/") && h.Typeflag == tar.TypeReg:
+			blobs["sha256:"+strings.TrimPrefix(h.Name, "blobs/sha256/")] = data
+		}
+	}
+	var names []string
+	for _, d := range idx.Manifests {
+		names = append(names, d.Annotations[annotationImageName])
+	}
+	var man manifest
+	if err := json.Unmarshal(blobs[idx.Manifests[0].Digest], &man); err != nil {
+		t.Fatal(err)
+	}
+	var cfg imageConfig
+	if err := json.Unmarshal(blobs[man.Config.Digest], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*tar.Header{}
+	for _, l := range man.Layers {
+		zr, err := gzip.NewReader(strings.NewReader(string(blobs[l.Digest])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lr := tar.NewReader(zr)
+		for {
+			h, err := lr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = h
+		}
+	}
+	return files, cfg, names
+}

@@ -1,0 +1,52 @@
+package syncloop
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// StatusManager is where the loop publishes pod statuses (package statusmgr
+// implements it).
+type StatusManager interface {
+	// GetPodStatus returns the newest status the agent holds for the pod.
+	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
+	// SetPodStatus records a newly computed status.
+	SetPodStatus(pod *v1.Pod, status v1.PodStatus)
+	// PodResourcesReclaimed says a terminated pod's containers, volumes and
+	// directories are gone, so its API object may be deleted.
+	PodResourcesReclaimed(pod *v1.Pod)
+}
+
+// MirrorClient creates and deletes the mirror pods of static pods. Nil
+// means static pods get no mirror (standalone mode).
+type MirrorClient interface {
+	CreateMirrorPod(ctx context.Context, static *v1.Pod) error
+	// DeleteMirrorPod deletes the mirror pod named by namespace/name; with a
+	// uid, only if the mirror has that UID.
+	DeleteMirrorPod(ctx context.Context, namespace, name string, uid *types.UID) error
+}
+
+// VolumeManager mounts a pod's volumes before its containers start and
+// waits for them to be unmounted after it terminates. Nil means the pod's
+// volumes are not managed.
+type VolumeManager interface {
+	WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error
+	WaitForUnmount(ctx context.Context, pod *v1.Pod) error
+}
+
+// SecretGetter reads image pull secrets.
+type SecretGetter interface {
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+}
+
+// EventRecorder records events; client-go's record.EventRecorder fits.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
+}
+
+type discardEvents struct{}
+
+func (discardEvents) Eventf(runtime.Object, string, string, string, ...interface{}) {}

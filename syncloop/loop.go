@@ -1,0 +1,466 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
+)
+
+// Config wires a Loop. Runtime, Cache, Status and Updates are required.
+type Config struct {
+	Runtime nodekit.Runtime
+	// Cache is the PLEG's pod cache.
+	Cache PodCache
+	// Status receives the computed pod statuses.
+	Status StatusManager
+	// Updates is the merged pod stream (package podconfig).
+	Updates <-chan nodekit.PodUpdate
+	// SourcesReady reports whether every source has been seen once; until
+	// then nothing is removed. Nil means always ready.
+	SourcesReady func() bool
+	// Events is the PLEG's event stream. Nil means none (sync tick only).
+	Events <-chan *pleg.Event
+	// ProbeUpdates wakes a pod's worker when a probe result changes.
+	ProbeUpdates <-chan types.UID
+	// Probes gives the last probe results (readiness, liveness, startup).
+	Probes ProbeResults
+	// Health reports whether the runtime and the PLEG are healthy; while it
+	// returns an error the loop backs off instead of syncing.
+	Health func(ctx context.Context) error
+	// Admitters run in order on every new pod; the first rejection wins.
+	Admitters []nodekit.Admitter
+
+	Mirror   MirrorClient
+	Volumes  VolumeManager
+	Secrets  SecretGetter
+	Recorder EventRecorder
+	// Options resolves per-container settings (env, mounts).
+	Options nodekit.ContainerOptionsFunc
+	// Sandbox resolves per-pod sandbox settings (DNS, hostname, cgroup).
+	Sandbox func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error)
+	// ContainerHash detects spec changes that need a new container; nil
+	// disables the check.
+	ContainerHash func(*v1.Container) uint64
+
+	// RootDir holds pod directories (RootDir/pods/UID). Required.
+	RootDir string
+	// NodeIPs are reported as hostIP(s) and as podIPs of hostNetwork pods.
+	NodeIPs []string
+	Clock   clock.WithTicker
+	// SyncPeriod is how often running pods are resynced (default 1 min);
+	// the sync tick (1 s) and housekeeping (2 s) periods are fixed as
+	// upstream.
+	SyncPeriod time.Duration
+}
+
+// Loop is the main loop of a node agent.
+type Loop struct {
+	cfg     Config
+	store   *podStore
+	workers *workers
+	syncer  *syncer
+	clock   clock.WithTicker
+
+	healthMu     sync.Mutex
+	lastIterate  time.Time
+	runtimeErr   error
+	healthBackup time.Duration
+}
+
+// New checks the configuration and returns a loop ready to Run.
+func New(cfg Config) (*Loop, error) {
+	var missing []string
+	if cfg.Runtime == nil {
+		missing = append(missing, "Runtime")
+	}
+	if cfg.Cache == nil {
+		missing = append(missing, "Cache")
+	}
+	if cfg.Status == nil {
+		missing = append(missing, "Status")
+	}
+	if cfg.Updates == nil {
+		missing = append(missing, "Updates")
+	}
+	if cfg.RootDir == "" {
+		missing = append(missing, "RootDir")
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("syncloop: Config is missing %s", strings.Join(missing, ", "))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = time.Minute
+	}
+	if cfg.SourcesReady == nil {
+		cfg.SourcesReady = func() bool { return true }
+	}
+	rec := cfg.Recorder
+	if rec == nil {
+		rec = discardEvents{}
+	}
+	s := &syncer{
+		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
+		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, options: cfg.Options, sandbox: cfg.Sandbox,
+		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs,
+		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
+		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
+		reasons: map[types.UID]map[string]waitReason{},
+	}
+	return &Loop{
+		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock,
+		workers: newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod),
+	}, nil
+}
+
+// Run runs the loop until ctx is done, then waits for the pod workers to
+// return. Containers are left running: stopping the agent is not a reason
+// to stop pods.
+func (l *Loop) Run(ctx context.Context) error {
+	syncTick := l.clock.NewTicker(time.Second)
+	defer syncTick.Stop()
+	houseTick := l.clock.NewTicker(2 * time.Second)
+	defer houseTick.Stop()
+	for l.iterate(ctx, syncTick.C(), houseTick.C()) {
+	}
+	l.workers.Wait()
+	return ctx.Err()
+}
+
+// Iterate handles one event from any of the loop's inputs (blocking until
+// one arrives) and reports false when ctx is done or the update channel is
+// closed. The sync and housekeeping ticks are driven by the caller through
+// SyncDue and Housekeeping.
+func (l *Loop) Iterate(ctx context.Context) bool {
+	return l.iterate(ctx, nil, nil)
+}
+
+func (l *Loop) iterate(ctx context.Context, syncTick, houseTick <-chan time.Time) bool {
+	logger := klog.FromContext(ctx)
+	if err := l.checkHealth(ctx); err != nil {
+		// Back off rather than spin while the runtime is down.
+		select {
+		case <-ctx.Done():
+			return false
+		case <-l.clock.After(l.nextHealthBackoff()):
+		}
+		return true
+	}
+	l.healthMu.Lock()
+	l.healthBackup = 0
+	l.lastIterate = l.clock.Now()
+	l.healthMu.Unlock()
+
+	select {
+	case <-ctx.Done():
+		return false
+	case u, ok := <-l.cfg.Updates:
+		if !ok {
+			logger.Info("Pod update channel closed; stopping the sync loop")
+			return false
+		}
+		l.HandleUpdate(ctx, u)
+	case ev := <-l.cfg.Events:
+		if ev != nil {
+			l.syncUID(ctx, ev.PodID)
+		}
+	case uid := <-l.cfg.ProbeUpdates:
+		l.syncUID(ctx, uid)
+	case <-syncTick:
+		l.SyncDue(ctx)
+	case <-houseTick:
+		l.Housekeeping(ctx)
+	}
+	return true
+}
+
+func (l *Loop) checkHealth(ctx context.Context) error {
+	if l.cfg.Health == nil {
+		return nil
+	}
+	err := l.cfg.Health(ctx)
+	l.healthMu.Lock()
+	changed := (err == nil) != (l.runtimeErr == nil)
+	l.runtimeErr = err
+	l.healthMu.Unlock()
+	if err != nil && changed {
+		klog.FromContext(ctx).Error(err, "Skipping pod synchronization: the container runtime is not healthy")
+	}
+	return err
+}
+
+func (l *Loop) nextHealthBackoff() time.Duration {
+	l.healthMu.Lock()
+	defer l.healthMu.Unlock()
+	if l.healthBackup == 0 {
+		l.healthBackup = 100 * time.Millisecond
+	} else {
+		l.healthBackup = min(2*l.healthBackup, 5*time.Second)
+	}
+	return l.healthBackup
+}
+
+// Healthy reports an error when the loop is blocked on an unhealthy
+// runtime, for /healthz.
+func (l *Loop) Healthy() error {
+	l.healthMu.Lock()
+	defer l.healthMu.Unlock()
+	return l.runtimeErr
+}
+
+// HandleUpdate applies one pod update: admission for new pods, then work
+// for their workers.
+func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
+	switch u.Op {
+	case nodekit.ADD:
+		l.handleAdd(ctx, u.Pods)
+	case nodekit.UPDATE, nodekit.DELETE:
+		for _, p := range u.Pods {
+			l.store.set(p)
+			if isMirror(p) {
+				if sp := l.store.staticFor(p); sp != nil {
+					l.dispatch(ctx, sp, UpdateSpec)
+				}
+				continue
+			}
+			l.dispatch(ctx, p, UpdateSpec)
+		}
+	case nodekit.REMOVE:
+		for _, p := range u.Pods {
+			l.store.remove(p)
+			if isMirror(p) {
+				if sp := l.store.staticFor(p); sp != nil {
+					l.dispatch(ctx, sp, UpdateSync) // recreate the mirror
+				}
+				continue
+			}
+			l.workers.Update(ctx, podUpdate{Type: UpdateKill, Pod: p})
+		}
+	case nodekit.RECONCILE:
+		for _, p := range u.Pods {
+			l.store.set(p)
+			if !isMirror(p) && (len(p.Spec.ReadinessGates) > 0 || p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) {
+				l.dispatch(ctx, p, UpdateSync)
+			}
+		}
+	case nodekit.SET:
+		klog.FromContext(ctx).Error(nil, "The sync loop takes incremental updates; SET must be merged by podconfig first", "source", u.Source)
+	default:
+		klog.FromContext(ctx).Error(nil, "Unknown pod update op; ignored", "op", u.Op, "source", u.Source)
+	}
+}
+
+func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
+	pods = append([]*v1.Pod(nil), pods...)
+	sortByCreation(pods)
+	for _, p := range pods {
+		l.store.set(p)
+		if isMirror(p) {
+			if sp := l.store.staticFor(p); sp != nil {
+				l.dispatch(ctx, sp, UpdateSync)
+			}
+			continue
+		}
+		if _, known := l.workers.Phase(p.UID); !known && !isTerminal(p) && p.DeletionTimestamp == nil {
+			if d := l.admit(ctx, p); !d.Admit {
+				l.reject(p, d)
+				continue
+			}
+		}
+		l.dispatch(ctx, p, UpdateCreate)
+	}
+}
+
+// admit runs the admission chain against the pods already admitted and
+// still active.
+func (l *Loop) admit(ctx context.Context, pod *v1.Pod) nodekit.Decision {
+	if len(l.cfg.Admitters) == 0 {
+		return nodekit.Admitted
+	}
+	req := nodekit.AdmitRequest{Pod: pod, Pods: l.ActivePods()}
+	for _, a := range l.cfg.Admitters {
+		if d := a.Admit(ctx, req); !d.Admit {
+			return d
+		}
+	}
+	return nodekit.Admitted
+}
+
+// reject marks a pod Failed with the admission reason, as upstream.
+func (l *Loop) reject(pod *v1.Pod, d nodekit.Decision) {
+	l.syncer.events.Eventf(pod, v1.EventTypeWarning, d.Reason, "%s", d.Message)
+	st := *pod.Status.DeepCopy()
+	st.Phase, st.Reason, st.Message = v1.PodFailed, d.Reason, "Pod was rejected: "+d.Message
+	l.cfg.Status.SetPodStatus(pod, st)
+	l.cfg.Status.PodResourcesReclaimed(pod)
+}
+
+// ActivePods returns the admitted pods that may still run: not terminal,
+// not finished terminating.
+func (l *Loop) ActivePods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range l.store.all() {
+		phase, known := l.workers.Phase(p.UID)
+		if !known || phase != phaseSyncing {
+			continue
+		}
+		if st, ok := l.cfg.Status.GetPodStatus(p.UID); ok && (st.Phase == v1.PodFailed || st.Phase == v1.PodSucceeded) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func isTerminal(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
+}
+
+func (l *Loop) dispatch(ctx context.Context, pod *v1.Pod, t UpdateType) {
+	if phase, known := l.workers.Phase(pod.UID); !known && t != UpdateCreate {
+		// Never admitted (rejected): it never ran, so once deleted its
+		// object may go at once.
+		if pod.DeletionTimestamp != nil {
+			l.cfg.Status.PodResourcesReclaimed(pod)
+		}
+		return
+	} else if known && phase == phaseFinished && t != UpdateCreate {
+		return
+	}
+	l.workers.Update(ctx, podUpdate{Type: t, Pod: pod, Mirror: l.store.mirrorOf(pod)})
+}
+
+func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
+	if p, ok := l.store.get(uid); ok {
+		l.dispatch(ctx, p, UpdateSync)
+	}
+}
+
+// SyncDue wakes the workers of pods whose next sync time has passed.
+func (l *Loop) SyncDue(ctx context.Context) {
+	for _, uid := range l.workers.Due(l.clock.Now()) {
+		if p, ok := l.store.get(uid); ok {
+			l.dispatch(ctx, p, UpdateSync)
+			continue
+		}
+		l.workers.Update(ctx, podUpdate{Type: UpdateSync, UID: uid})
+	}
+}
+
+// Housekeeping cleans up after pods that are gone: it kills runtime pods
+// nobody asked for, forgets finished workers, deletes orphaned mirror pods
+// and removes pod directories no longer used. It does nothing until every
+// source has been seen, so a restarting agent never kills what it has not
+// yet been told about.
+func (l *Loop) Housekeeping(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if !l.cfg.SourcesReady() {
+		return
+	}
+	desired := map[types.UID]bool{}
+	for _, p := range l.store.all() {
+		desired[p.UID] = true
+	}
+	known := l.workers.Forget(desired)
+
+	running, err := l.cfg.Runtime.ListPods(ctx, false)
+	if err != nil {
+		logger.Error(err, "Housekeeping: unable to list running pods")
+	} else {
+		for _, rp := range running {
+			if _, ok := known[rp.ID]; ok || desired[rp.ID] {
+				continue
+			}
+			logger.Info("Killing a pod the agent does not know", "podUID", rp.ID, "pod", klog.KRef(rp.Namespace, rp.Name))
+			l.workers.Update(ctx, podUpdate{Type: UpdateKill, Running: rp})
+		}
+	}
+	if l.cfg.Mirror != nil {
+		for _, m := range l.store.orphanMirrors() {
+			uid := m.UID
+			if err := l.cfg.Mirror.DeleteMirrorPod(ctx, m.Namespace, m.Name, &uid); err != nil {
+				logger.Error(err, "Housekeeping: unable to delete an orphaned mirror pod", "pod", klog.KObj(m))
+			}
+		}
+	}
+	l.syncer.crash.GC()
+	l.syncer.pull.GC()
+	if err := l.cleanupPodDirs(known, running); err != nil {
+		logger.Error(err, "Housekeeping: unable to clean up pod directories")
+	}
+}
+
+// cleanupPodDirs removes ROOT/pods/UID of pods that are neither desired nor
+// running, unless something is still mounted below them.
+func (l *Loop) cleanupPodDirs(known map[types.UID]workerPhase, running []*nodekit.Pod) error {
+	entries, err := os.ReadDir(filepath.Join(l.cfg.RootDir, "pods"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	live := map[types.UID]bool{}
+	for _, rp := range running {
+		live[rp.ID] = true
+	}
+	var mounts []string
+	var errs []error
+	for _, e := range entries {
+		uid := types.UID(e.Name())
+		if _, ok := known[uid]; ok || live[uid] {
+			continue
+		}
+		dir := filepath.Join(l.cfg.RootDir, "pods", e.Name())
+		if mounts == nil {
+			if mounts, err = mountPoints(); err != nil {
+				return err
+			}
+		}
+		if hasMountBelow(mounts, dir) {
+			continue // the volume manager still has work here
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func mountPoints() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return nil, fmt.Errorf("read mounts: %w", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			out = append(out, f[1])
+		}
+	}
+	return out, nil
+}
+
+func hasMountBelow(mounts []string, dir string) bool {
+	for _, m := range mounts {
+		if m == dir || strings.HasPrefix(m, dir+"/") {
+			return true
+		}
+	}
+	return false
+}

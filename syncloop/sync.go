@@ -1,0 +1,386 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+)
+
+// Crash-loop and image-pull back-off, as upstream.
+const (
+	backoffInitial = 10 * time.Second
+	backoffMax     = 5 * time.Minute
+	// A container that ran this long before exiting starts over at initial.
+	backoffResetAfter = 10 * time.Minute
+)
+
+// syncer implements podSyncer: it computes statuses and actions and has
+// the runtime carry them out.
+type syncer struct {
+	runtime  nodekit.Runtime
+	status   StatusManager
+	mirror   MirrorClient
+	volumes  VolumeManager
+	secrets  SecretGetter
+	events   EventRecorder
+	probes   ProbeResults
+	options  nodekit.ContainerOptionsFunc
+	sandbox  func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error)
+	hash     func(*v1.Container) uint64
+	clock    clock.PassiveClock
+	rootDir  string
+	nodeIPs  []string
+	crash    *backoff
+	pull     *backoff
+	reasonMu sync.Mutex
+	reasons  map[types.UID]map[string]waitReason
+}
+
+func (s *syncer) reasonsOf(uid types.UID) map[string]waitReason {
+	s.reasonMu.Lock()
+	defer s.reasonMu.Unlock()
+	out := map[string]waitReason{}
+	for k, v := range s.reasons[uid] {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *syncer) setReason(uid types.UID, name string, r *waitReason) {
+	s.reasonMu.Lock()
+	defer s.reasonMu.Unlock()
+	if r == nil {
+		delete(s.reasons[uid], name)
+		return
+	}
+	if s.reasons[uid] == nil {
+		s.reasons[uid] = map[string]waitReason{}
+	}
+	s.reasons[uid][name] = *r
+}
+
+func (s *syncer) forget(uid types.UID) {
+	s.reasonMu.Lock()
+	defer s.reasonMu.Unlock()
+	delete(s.reasons, uid)
+}
+
+// oldStatus is the status to build on: the agent's own, else the API's.
+func (s *syncer) oldStatus(pod *v1.Pod) v1.PodStatus {
+	if st, ok := s.status.GetPodStatus(pod.UID); ok {
+		return st
+	}
+	return *pod.Status.DeepCopy()
+}
+
+func (s *syncer) computeStatus(pod *v1.Pod, rs *nodekit.PodStatus, terminal bool) v1.PodStatus {
+	return apiStatus(statusInput{
+		pod: pod, runtime: rs, old: s.oldStatus(pod), terminal: terminal,
+		reasons: s.reasonsOf(pod.UID), probes: s.probes, nodeIPs: s.nodeIPs, now: s.clock.Now(),
+	})
+}
+
+// PodDir is where the agent keeps a pod's files, as upstream:
+// ROOT/pods/UID.
+func PodDir(root string, uid types.UID) string { return filepath.Join(root, "pods", string(uid)) }
+
+// SyncPod brings a running pod toward its spec.
+func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod, rs *nodekit.PodStatus) (bool, error) {
+	logger := klog.FromContext(ctx)
+	old := s.oldStatus(pod)
+	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
+		return true, nil
+	}
+	if deadlineExceeded(pod, old, s.clock.Now()) {
+		st := s.computeStatus(pod, rs, true)
+		st.Phase, st.Reason, st.Message = v1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+		s.status.SetPodStatus(pod, st)
+		s.events.Eventf(pod, v1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+		return true, nil
+	}
+	st := s.computeStatus(pod, rs, false)
+	s.status.SetPodStatus(pod, st)
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		return true, nil
+	}
+
+	if isStatic(pod) && s.mirror != nil {
+		if err := s.ensureMirror(ctx, pod, mirror); err != nil {
+			logger.Error(err, "Unable to create a mirror pod", "pod", klog.KObj(pod))
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(PodDir(s.rootDir, pod.UID), "containers"), 0o750); err != nil {
+		return false, fmt.Errorf("create pod directory: %w", err)
+	}
+	if s.volumes != nil {
+		if err := s.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
+			s.events.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
+			return false, fmt.Errorf("volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	secrets := s.pullSecrets(ctx, pod)
+
+	actions := computeActions(pod, rs, s.probes, s.hash)
+	retry := s.applyBackoff(pod, rs, &actions)
+	if nothingToDo(actions) {
+		if retry > 0 {
+			s.status.SetPodStatus(pod, s.computeStatus(pod, rs, false))
+			return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
+		}
+		return false, nil
+	}
+	sbOpts := nodekit.SandboxOptions{}
+	if s.sandbox != nil {
+		var err error
+		if sbOpts, err = s.sandbox(ctx, pod); err != nil {
+			s.events.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "%v", err)
+			return false, err
+		}
+	}
+	res := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{
+		Pod: pod, Status: rs, Actions: actions, PullSecrets: secrets, Sandbox: sbOpts, Options: s.options,
+	})
+	for _, r := range res.Results {
+		if r.Action != nodekit.ActionStartContainer && r.Action != nodekit.ActionInitContainer {
+			continue
+		}
+		var ae *nodekit.ActionError
+		switch {
+		case r.Err == nil:
+			s.setReason(pod.UID, r.Target, nil)
+		case errors.As(r.Err, &ae):
+			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(ae.Reason), Message: ae.Message})
+			if ae.Reason == nodekit.ErrImagePull {
+				s.pull.Next(imageKey(pod, r.Target))
+			}
+		default:
+			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(nodekit.ErrRunContainer), Message: r.Err.Error()})
+		}
+	}
+	err := res.Err()
+	if err != nil {
+		// Show the failure reasons now rather than at the next sync.
+		s.status.SetPodStatus(pod, s.computeStatus(pod, rs, false))
+		return false, err
+	}
+	if retry > 0 {
+		return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
+	}
+	return false, nil
+}
+
+func nothingToDo(a nodekit.PodActions) bool {
+	return !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill) == 0 &&
+		len(a.ContainersToStart) == 0 && len(a.InitContainersToStart) == 0
+}
+
+// applyBackoff removes from the actions the containers that are in
+// crash-loop or image-pull back-off, records why, and returns how long
+// until the earliest of them may start (0 when none is held back).
+func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.PodActions) time.Duration {
+	var wait time.Duration
+	hold := func(c *v1.Container) bool {
+		cs := rs.FindContainer(c.Name)
+		if r, ok := s.reasonsOf(pod.UID)[c.Name]; ok && (r.Reason == string(nodekit.ErrImagePull) || r.Reason == string(nodekit.ErrImagePullBackOff)) {
+			key := imageKey(pod, c.Name)
+			if in, left := s.pull.InBackoffSince(key, s.clock.Now().Add(-time.Nanosecond)); in {
+				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", c.Image)})
+				if wait == 0 || left < wait {
+					wait = left
+				}
+				return true
+			}
+		}
+		if cs == nil || cs.State != nodekit.StateExited || cs.FinishedAt.IsZero() {
+			return false
+		}
+		key := crashKey(pod, c)
+		if cs.FinishedAt.Sub(cs.StartedAt) >= backoffResetAfter {
+			s.crash.Reset(key)
+		}
+		if in, left := s.crash.InBackoffSince(key, cs.FinishedAt); in {
+			msg := fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", s.crash.Delay(key), c.Name, pod.Name, pod.Namespace, pod.UID)
+			s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrCrashLoopBackOff), Message: msg})
+			s.events.Eventf(pod, v1.EventTypeWarning, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)", c.Name, pod.Name, pod.Namespace, pod.UID)
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			return true
+		}
+		s.crash.Next(key)
+		return false
+	}
+	keep := a.InitContainersToStart[:0:0]
+	for _, i := range a.InitContainersToStart {
+		if hold(&pod.Spec.InitContainers[i]) {
+			break // later init containers wait for this one
+		}
+		keep = append(keep, i)
+	}
+	a.InitContainersToStart = keep
+	keep = a.ContainersToStart[:0:0]
+	for _, i := range a.ContainersToStart {
+		if !hold(&pod.Spec.Containers[i]) {
+			keep = append(keep, i)
+		}
+	}
+	a.ContainersToStart = keep
+	return wait
+}
+
+func crashKey(pod *v1.Pod, c *v1.Container) string {
+	return string(pod.UID) + "/" + c.Name
+}
+
+func imageKey(pod *v1.Pod, name string) string {
+	return string(pod.UID) + "/" + name + "/image"
+}
+
+func deadlineExceeded(pod *v1.Pod, st v1.PodStatus, now time.Time) bool {
+	if pod.Spec.ActiveDeadlineSeconds == nil || st.StartTime == nil {
+		return false
+	}
+	return now.Sub(st.StartTime.Time) >= time.Duration(*pod.Spec.ActiveDeadlineSeconds)*time.Second
+}
+
+func (s *syncer) pullSecrets(ctx context.Context, pod *v1.Pod) []v1.Secret {
+	if s.secrets == nil {
+		return nil
+	}
+	var out []v1.Secret
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		if ref.Name == "" {
+			continue
+		}
+		sec, err := s.secrets.GetSecret(ctx, pod.Namespace, ref.Name)
+		if err != nil {
+			klog.FromContext(ctx).Info("Unable to retrieve pull secret; the image pull may fail", "pod", klog.KObj(pod), "secret", ref.Name, "err", err)
+			continue
+		}
+		out = append(out, *sec)
+	}
+	return out
+}
+
+// ensureMirror creates the static pod's mirror, replacing one that belongs
+// to another version of the manifest.
+func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
+	if pod.DeletionTimestamp != nil {
+		return nil
+	}
+	if mirror != nil {
+		if mirror.DeletionTimestamp == nil && mirror.Annotations["kubernetes.io/config.mirror"] == pod.Annotations["kubernetes.io/config.hash"] {
+			return nil
+		}
+		uid := mirror.UID
+		if err := s.mirror.DeleteMirrorPod(ctx, mirror.Namespace, mirror.Name, &uid); err != nil {
+			return err
+		}
+	}
+	return s.mirror.CreateMirrorPod(ctx, pod)
+}
+
+// SyncTerminatingPod stops every container of the pod within the grace
+// period and records the final status.
+func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, running *nodekit.Pod, grace *int64) error {
+	if running == nil {
+		running = runningOf(rs)
+	} else if rs != nil {
+		running = mergeRunning(running, runningOf(rs))
+	}
+	var g *time.Duration
+	if grace != nil {
+		d := time.Duration(*grace) * time.Second
+		g = &d
+	}
+	var specPod *v1.Pod
+	if len(pod.Spec.Containers) > 0 {
+		specPod = pod
+	}
+	if err := s.runtime.KillPod(ctx, nodekit.KillPodRequest{Pod: specPod, Running: running, GracePeriod: g}); err != nil {
+		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	after, err := s.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return err
+	}
+	for _, c := range after.Containers {
+		if c.State == nodekit.StateRunning {
+			return fmt.Errorf("container %s of pod %s/%s is still running after kill", c.Name, pod.Namespace, pod.Name)
+		}
+	}
+	if specPod != nil {
+		s.status.SetPodStatus(pod, s.computeStatus(pod, after, true))
+	}
+	return nil
+}
+
+// SyncTerminatedPod waits for the pod's volumes to be released and then
+// tells the status manager that the pod's resources are reclaimed.
+func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) error {
+	if len(pod.Spec.Containers) == 0 {
+		return nil // an orphan: nothing to report
+	}
+	if s.volumes != nil {
+		if err := s.volumes.WaitForUnmount(ctx, pod); err != nil {
+			return fmt.Errorf("unmount volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	s.status.SetPodStatus(pod, s.computeStatus(pod, rs, true))
+	s.status.PodResourcesReclaimed(pod)
+	s.forget(pod.UID)
+	return nil
+}
+
+func runningOf(rs *nodekit.PodStatus) *nodekit.Pod {
+	p := &nodekit.Pod{}
+	if rs == nil {
+		return p
+	}
+	p.ID, p.Name, p.Namespace = rs.ID, rs.Name, rs.Namespace
+	for _, c := range rs.Containers {
+		if c.State == nodekit.StateRunning || c.State == nodekit.StateCreated || c.State == nodekit.StateUnknown {
+			p.Containers = append(p.Containers, &nodekit.Container{ID: c.ID, Name: c.Name, State: c.State})
+		}
+	}
+	for _, sb := range rs.Sandboxes {
+		if sb.State == nodekit.SandboxReady {
+			p.Sandboxes = append(p.Sandboxes, &nodekit.Container{ID: nodekit.ContainerID{ID: sb.ID}, State: nodekit.StateRunning})
+		}
+	}
+	return p
+}
+
+func mergeRunning(a, b *nodekit.Pod) *nodekit.Pod {
+	out := *a
+	seen := map[nodekit.ContainerID]bool{}
+	out.Containers, out.Sandboxes = nil, nil
+	for _, list := range [][]*nodekit.Container{a.Containers, b.Containers} {
+		for _, c := range list {
+			if !seen[c.ID] {
+				seen[c.ID] = true
+				out.Containers = append(out.Containers, c)
+			}
+		}
+	}
+	for _, list := range [][]*nodekit.Container{a.Sandboxes, b.Sandboxes} {
+		for _, c := range list {
+			if !seen[c.ID] {
+				seen[c.ID] = true
+				out.Sandboxes = append(out.Sandboxes, c)
+			}
+		}
+	}
+	return &out
+}
