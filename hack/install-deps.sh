@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nodekit's local node environment needs:
+# containerd, runc, the CNI plugins, busybox (static, for the test images),
+# umoci, iptables and etcd. Idempotent: does nothing when all are present.
+set -euo pipefail
+
+need=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have containerd || need+=(containerd)
+have ctr || need+=(containerd)
+have runc || need+=(runc)
+[ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/portmap ] || need+=(containernetworking-plugins)
+[ -x /usr/bin/busybox ] && /usr/bin/busybox --list >/dev/null 2>&1 || need+=(busybox-static)
+have umoci || need+=(umoci)
+have iptables || need+=(iptables)
+have etcd || need+=(etcd-server)
+have ip || need+=(iproute2)
+
+if [ ${#need[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing ${need[*]}; run as root (or: sudo $0)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${need[@]}"
+# Debian starts its own containerd and etcd services; nodekit runs private
+# instances with their own sockets and ports, so the system ones are not
+# needed. Leave them alone if the machine uses them.
