@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/expansion"
 )
 
 // startContainer pulls the image, creates and starts one container in the
@@ -174,46 +175,7 @@ func expandAll(in []string, env map[string]string) []string {
 	}
 	out := make([]string, len(in))
 	for i, s := range in {
-		out[i] = Expand(s, env)
+		out[i] = expansion.Expand(s, env)
 	}
 	return out
-}
-
-// Expand replaces $(NAME) with env[NAME] when NAME is defined; "$$" becomes
-// "$"; anything else is left as written.
-func Expand(s string, env map[string]string) string {
-	var buf []byte
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			buf = append(buf, s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			buf = append(buf, '$')
-			i++
-		case '(':
-			end := -1
-			for j := i + 2; j < len(s); j++ {
-				if s[j] == ')' {
-					end = j
-					break
-				}
-			}
-			if end < 0 {
-				buf = append(buf, s[i:]...)
-				return string(buf)
-			}
-			name := s[i+2 : end]
-			if v, ok := env[name]; ok && name != "" {
-				buf = append(buf, v...)
-			} else {
-				buf = append(buf, s[i:end+1]...)
-			}
-			i = end
-		default:
-			buf = append(buf, '$')
-		}
-	}
-	return string(buf)
 }
