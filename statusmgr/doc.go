@@ -1,7 +1,35 @@
-// Package statusmgr will own pod status — the versioned cache the workers
-// write and the loop that publishes changes to a nodekit.StatusSink — plus
-// node registration, node status and the Lease heartbeat.
+// Package statusmgr owns what a node agent reports to the cluster: pod
+// statuses, the Node object and the node's Lease heartbeat.
 //
-// It does not compute a pod's status from the runtime; workers do that and
-// hand the result in.
+// Manager is the single owner of pod status. Workers hand it the statuses
+// they compute (SetPodStatus), probes their results (SetContainerReadiness,
+// SetContainerStartup); it keeps one versioned status per pod that never
+// moves backwards — a terminal phase stays terminal, a container that has
+// terminated for good stays terminated, start and transition times are kept
+// — and publishes each new version to a nodekit.StatusSink (Run, or the
+// SyncOnce and Resync steps). Static pods publish to their mirror pod. When a
+// deleted pod has finished (TerminatePod) and its resources are released
+// (PodResourcesReclaimed), the manager asks the sink to delete it, once.
+//
+// APISink is the sink of a node in a cluster (status patches with a UID
+// precondition, final deletion with grace period 0) and MirrorClient creates
+// and deletes mirror pods. NodeReporter registers the Node and keeps its
+// status — capacity from a MachineInfo, addresses, nodeInfo, conditions from
+// pluggable providers — fresh; Heartbeat renews the node's Lease. All of
+// them work with the node's own credentials.
+//
+// It does not compute a pod's status from the runtime (the workers do), nor
+// decide when a pod is finished or its resources released (the sync loop
+// and volume manager do), nor decide node pressure (eviction does; plug it in
+// with PressureCondition).
+//
+//	sink := statusmgr.NewAPISink(client)
+//	pods, _ := statusmgr.NewManager(statusmgr.Config{Sink: sink, Mirrors: store, Pods: store})
+//	node, _ := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{NodeName: name, NodeIP: ip,
+//		Runtime: rt, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
+//			v1.NodeReady: statusmgr.ReadyCondition(rt)}})
+//	lease, _ := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
+//	go pods.Run(ctx); go node.Run(ctx); go lease.Run(ctx)
+//	...
+//	pods.SetPodStatus(pod, status) // from the pod workers
 package statusmgr

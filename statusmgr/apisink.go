@@ -1,0 +1,216 @@
+package statusmgr
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit"
+)
+
+// APISink is the nodekit.StatusSink of a node in a cluster: it patches
+// pods/status in the API server and deletes finished pods. It works with
+// the node's own credentials (the Node authorizer and NodeRestriction allow
+// exactly this for pods bound to the node). Safe for concurrent use.
+type APISink struct {
+	client kubernetes.Interface
+}
+
+var _ nodekit.StatusSink = (*APISink)(nil)
+
+// NewAPISink returns a sink writing through client.
+func NewAPISink(client kubernetes.Interface) *APISink { return &APISink{client: client} }
+
+// SetPodStatus reads the pod from the API server and patches its status
+// subresource with a strategic merge patch computed against what it read
+// (against pod.Status when the read is forbidden, as it is with node
+// credentials for a pod the Node authorizer does not yet, or no longer,
+// link to the node). The patch carries metadata.uid, so it can only apply
+// to the pod it was computed for: a pod recreated under the same name is
+// never overwritten. Conditions the node agent does not own, the qosClass
+// and resource-claim statuses are kept as the API server has them; a
+// terminal phase is held back while status still shows a running
+// container. A pod that is gone (404) or was recreated (other UID) needs no
+// status: nil. On another conflict it reads the pod again and retries once;
+// other errors are returned for the caller to retry.
+func (s *APISink) SetPodStatus(ctx context.Context, pod *v1.Pod, status *v1.PodStatus) error {
+	logger := klog.FromContext(ctx)
+	pods := s.client.CoreV1().Pods(pod.Namespace)
+	for attempt := 0; ; attempt++ {
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			logger.V(3).Info("Pod is gone from the API server; status not published", "pod", klog.KObj(pod), "podUID", pod.UID)
+			return nil
+		case apierrors.IsForbidden(err):
+			// The Node authorizer lets a node read only the pods its graph
+			// links to the node: not one created a moment ago, nor one
+			// deleted. Patch against the status we were given; the API
+			// server's answer to the patch says whether the pod exists.
+			logger.V(4).Info("Pod not readable with the node's credentials; patching against the known status", "pod", klog.KObj(pod), "err", err)
+			cur = pod
+		case err != nil:
+			return fmt.Errorf("get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if cur.UID != pod.UID {
+			logger.V(2).Info("Pod was recreated; status of the old one not published", "pod", klog.KObj(pod), "oldUID", pod.UID, "newUID", cur.UID)
+			return nil
+		}
+		merged := mergeForAPI(&cur.Status, status)
+		patch, unchanged, err := podStatusPatch(cur.UID, &cur.Status, merged)
+		if err != nil {
+			return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if unchanged {
+			return nil
+		}
+		_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		switch {
+		case err == nil:
+			logger.V(4).Info("Patched pod status", "pod", klog.KObj(pod), "patch", string(patch))
+			return nil
+		case apierrors.IsNotFound(err):
+			return nil
+		case uidMismatch(err):
+			logger.V(2).Info("Pod was recreated; status of the old one not published", "pod", klog.KObj(pod), "oldUID", pod.UID)
+			return nil
+		case attempt == 0 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err)):
+			// The pod changed under us; read it again.
+			logger.V(3).Info("Pod status patch refused; retrying once", "pod", klog.KObj(pod), "err", err)
+			continue
+		}
+		return fmt.Errorf("patch status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+}
+
+// DeletePod deletes the pod object with grace period 0 and its UID as
+// precondition, so a pod recreated under the same name survives. A missing
+// pod, or one whose UID differs, is done: nil. On a conflict it reads the
+// pod and retries once if it is still the same pod. Other errors are
+// returned.
+func (s *APISink) DeletePod(ctx context.Context, pod *v1.Pod) error {
+	pods := s.client.CoreV1().Pods(pod.Namespace)
+	uid := pod.UID
+	zero := int64(0)
+	opts := metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}}
+	for attempt := 0; ; attempt++ {
+		err := pods.Delete(ctx, pod.Name, opts)
+		if err == nil || apierrors.IsNotFound(err) {
+			return nil
+		}
+		if attempt > 0 || !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete pod %s/%s (uid %s): %w", pod.Namespace, pod.Name, uid, err)
+		}
+		cur, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(gerr) {
+			return nil
+		}
+		if gerr != nil {
+			return fmt.Errorf("delete pod %s/%s: %w; reading it back: %w", pod.Namespace, pod.Name, err, gerr)
+		}
+		if cur.UID != uid {
+			return nil
+		}
+	}
+}
+
+// uidMismatch reports whether err is the API server refusing a write
+// because the object's UID is not the one in the request: a patch carrying
+// another metadata.uid is invalid ("field is immutable"), a UID
+// precondition fails with a conflict.
+func uidMismatch(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	if apierrors.IsConflict(err) {
+		return strings.Contains(st.Message, "UID in precondition")
+	}
+	if !apierrors.IsInvalid(err) || st.Details == nil {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeForAPI builds the status to send from the API server's current one
+// (api) and ours: conditions the node agent does not own stay as the API
+// server has them (a PodScheduled condition is kept too when ours has
+// none), DisruptionTarget is added only when the pod turns terminal,
+// resource-claim statuses are not ours to write, and a terminal phase waits
+// until no container runs.
+func mergeForAPI(api, ours *v1.PodStatus) *v1.PodStatus {
+	out := ours.DeepCopy()
+	toTerminal := !isTerminal(api.Phase) && isTerminal(out.Phase)
+	running := couldHaveRunningContainers(out)
+	conds := make([]v1.PodCondition, 0, len(api.Conditions)+len(out.Conditions))
+	for _, c := range api.Conditions {
+		keepScheduled := c.Type == v1.PodScheduled && getCondition(out.Conditions, v1.PodScheduled) == nil
+		if !ownedByKubelet(c.Type) || keepScheduled {
+			conds = append(conds, c)
+		}
+	}
+	for _, c := range out.Conditions {
+		switch {
+		case ownedByKubelet(c.Type):
+			conds = append(conds, c)
+		case sharedWithKubelet(c.Type) && toTerminal && !running:
+			replaced := false
+			for i := range conds {
+				if conds[i].Type == c.Type {
+					conds[i], replaced = c, true
+				}
+			}
+			if !replaced {
+				conds = append(conds, c)
+			}
+		}
+	}
+	out.Conditions = conds
+	if out.QOSClass == "" {
+		out.QOSClass = api.QOSClass
+	}
+	out.ResourceClaimStatuses = api.ResourceClaimStatuses
+	out.ExtendedResourceClaimStatus = api.ExtendedResourceClaimStatus
+	out.NodeAllocatableResourceClaimStatuses = api.NodeAllocatableResourceClaimStatuses
+	if toTerminal && running {
+		out.Phase, out.Reason, out.Message = api.Phase, api.Reason, api.Message
+	}
+	return out
+}
+
+// podStatusPatch is the strategic merge patch from old to next, with
+// metadata.uid so the API server refuses it for another pod. unchanged
+// reports that the patch would carry nothing but the UID.
+func podStatusPatch(uid types.UID, old, next *v1.PodStatus) (patch []byte, unchanged bool, err error) {
+	before, err := json.Marshal(v1.Pod{Status: *old})
+	if err != nil {
+		return nil, false, fmt.Errorf("encode current status: %w", err)
+	}
+	after, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *next})
+	if err != nil {
+		return nil, false, fmt.Errorf("encode new status: %w", err)
+	}
+	patch, err = strategicpatch.CreateTwoWayMergePatch(before, after, v1.Pod{})
+	if err != nil {
+		return nil, false, fmt.Errorf("compute status patch: %w", err)
+	}
+	only := fmt.Appendf(nil, `{"metadata":{"uid":%q}}`, uid)
+	return patch, bytes.Equal(patch, only), nil
+}

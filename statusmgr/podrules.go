@@ -1,0 +1,517 @@
+package statusmgr
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations the pod sources stamp on pods (see podconfig).
+const (
+	annotationConfigSource = "kubernetes.io/config.source"
+	annotationConfigHash   = "kubernetes.io/config.hash"
+	sourceAPI              = "api"
+)
+
+// Reasons and messages the manager writes into statuses. They are part of the
+// API surface users see (kubectl describe), so they match upstream's words.
+const (
+	reasonUnknownContainerStatuses = "UnknownContainerStatuses"
+	reasonPodCompleted             = "PodCompleted"
+	reasonPodFailed                = "PodFailed"
+	reasonContainersNotReady       = "ContainersNotReady"
+	reasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
+	reasonContainerStatusUnknown   = "ContainerStatusUnknown"
+	messageContainerNotLocated     = "The container could not be located when the pod was terminated"
+	exitCodeUnknownTermination     = 137
+	// maxTerminationMessageBytes is shared by all containers of a pod.
+	maxTerminationMessageBytes = 12 * 1024
+)
+
+// ownedByKubelet reports whether the node agent owns pod conditions of type
+// t: it writes them, and replaces whatever the API server holds for them.
+func ownedByKubelet(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady,
+		v1.PodResizeInProgress, v1.PodResizePending, v1.PodReadyToStartContainers,
+		v1.AllContainersRestarting:
+		return true
+	}
+	return false
+}
+
+// sharedWithKubelet are condition types others write too; the node agent
+// adds them only when it has something to say.
+func sharedWithKubelet(t v1.PodConditionType) bool { return t == v1.DisruptionTarget }
+
+func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+
+// isStatic reports whether pod came from a source other than the API server
+// (a manifest file or URL); its status is published to its mirror pod.
+func isStatic(pod *v1.Pod) bool {
+	src, ok := pod.Annotations[annotationConfigSource]
+	return ok && src != sourceAPI
+}
+
+// isMirror reports whether pod is the API server's copy of a static pod.
+func isMirror(pod *v1.Pod) bool {
+	_, ok := pod.Annotations[v1.MirrorPodAnnotationKey]
+	return ok
+}
+
+// podFullName is the name_namespace key static and mirror pods share.
+func podFullName(name, namespace string) string { return name + "_" + namespace }
+
+// parsePodFullName splits a name_namespace key.
+func parsePodFullName(full string) (name, namespace string, err error) {
+	parts := strings.Split(full, "_")
+	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+		return "", "", fmt.Errorf("pod full name %q is not of the form name_namespace", full)
+	}
+	return parts[0], parts[1], nil
+}
+
+// findContainerStatus returns the status of the container with the given
+// "type://id" among the regular and init containers of st.
+func findContainerStatus(st *v1.PodStatus, id string) *v1.ContainerStatus {
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
+		for i := range list {
+			if list[i].ContainerID == id {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+func statusByName(list []v1.ContainerStatus, name string) (v1.ContainerStatus, bool) {
+	for _, s := range list {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return v1.ContainerStatus{}, false
+}
+
+func specByName(list []v1.Container, name string) (v1.Container, bool) {
+	for _, c := range list {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return v1.Container{}, false
+}
+
+func isSidecar(c *v1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
+}
+
+// matchRestartRule returns the first of c's restart rules whose exit-code
+// clause matches code.
+func matchRestartRule(c v1.Container, code int32) (v1.ContainerRestartRule, bool) {
+	for _, r := range c.RestartPolicyRules {
+		if r.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(r.ExitCodes.Values, code)
+		switch r.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn:
+			if in {
+				return r, true
+			}
+		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+			if !in {
+				return r, true
+			}
+		}
+	}
+	return v1.ContainerRestartRule{}, false
+}
+
+// mayRestart reports whether a container that exited with code is allowed
+// to run again: its restart rules first, then its own restart policy, then
+// the pod's.
+func mayRestart(c v1.Container, spec *v1.PodSpec, code int32) bool {
+	if c.RestartPolicy != nil {
+		if r, ok := matchRestartRule(c, code); ok {
+			if r.Action == v1.ContainerRestartRuleActionRestart || r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+				return true
+			}
+		}
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return code != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch spec.RestartPolicy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return code != 0
+	}
+	return true
+}
+
+// restartsWholePod reports whether any container may restart every
+// container of the pod in place (restart rule action RestartAllContainers).
+func restartsWholePod(spec *v1.PodSpec) bool {
+	for _, list := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for _, c := range list {
+			for _, r := range c.RestartPolicyRules {
+				if r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// checkContainerTransitions refuses a status in which a container that had
+// terminated for good (its restart policy does not allow it to run again) is
+// running or waiting again.
+func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
+	if spec.RestartPolicy == v1.RestartPolicyAlways || restartsWholePod(spec) {
+		return nil
+	}
+	check := func(kind string, olds, nexts []v1.ContainerStatus, specs []v1.Container, skipSidecars bool) error {
+		for _, o := range olds {
+			if o.State.Terminated == nil {
+				continue
+			}
+			c, found := specByName(specs, o.Name)
+			if skipSidecars && found && isSidecar(&c) {
+				continue
+			}
+			code := o.State.Terminated.ExitCode
+			if code != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
+				continue
+			}
+			if found && mayRestart(c, spec, code) {
+				continue
+			}
+			if n, ok := statusByName(nexts, o.Name); ok && n.State.Terminated == nil {
+				return fmt.Errorf("%w: %s %q terminated with exit code %d and may not run again (restartPolicy %s)",
+					ErrIllegalTransition, kind, o.Name, code, spec.RestartPolicy)
+			}
+		}
+		return nil
+	}
+	if err := check("container", old.ContainerStatuses, next.ContainerStatuses, spec.Containers, false); err != nil {
+		return err
+	}
+	return check("init container", old.InitContainerStatuses, next.InitContainerStatuses, spec.InitContainers, true)
+}
+
+// keepTerminalPhase stops a pod from leaving a terminal phase: the API
+// server refuses that transition, and a terminal pod never runs again.
+func keepTerminalPhase(old, next *v1.PodStatus) {
+	if isTerminal(old.Phase) && next.Phase != old.Phase {
+		next.Phase, next.Reason, next.Message = old.Phase, old.Reason, old.Message
+	}
+}
+
+// setTerminalReadiness makes sure a terminal pod never reports Ready or
+// ContainersReady true.
+func setTerminalReadiness(pod *v1.Pod, st *v1.PodStatus) {
+	if !isTerminal(st.Phase) {
+		return
+	}
+	reason := reasonPodCompleted
+	if st.Phase == v1.PodFailed {
+		reason = reasonPodFailed
+	}
+	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
+		for i := range st.Conditions {
+			if c := &st.Conditions[i]; c.Type == t && c.Status == v1.ConditionTrue {
+				*c = v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, ObservedGeneration: pod.Generation}
+			}
+		}
+	}
+}
+
+// carryConditionTimes stamps each condition's lastTransitionTime: kept from
+// old when the condition's status did not change, now otherwise.
+func carryConditionTimes(old, next *v1.PodStatus, now metav1.Time) {
+	for i := range next.Conditions {
+		c := &next.Conditions[i]
+		c.LastTransitionTime = now
+		for _, o := range old.Conditions {
+			if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = o.LastTransitionTime
+				break
+			}
+		}
+	}
+}
+
+// setCondition replaces the condition of c's type in st, or appends c.
+func setCondition(st *v1.PodStatus, c v1.PodCondition) {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == c.Type {
+			st.Conditions[i] = c
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, c)
+}
+
+func getCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// containersReadyCondition computes ContainersReady from the container
+// statuses: true when every regular container and every sidecar is ready.
+func containersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+	cond := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, ObservedGeneration: pod.Generation}
+	if statuses == nil {
+		cond.Reason = reasonUnknownContainerStatuses
+		return cond
+	}
+	var unknown, unready []string
+	visit := func(c v1.Container) {
+		s, ok := statusByName(statuses, c.Name)
+		switch {
+		case !ok:
+			unknown = append(unknown, c.Name)
+		case !s.Ready:
+			unready = append(unready, c.Name)
+		}
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if isSidecar(&c) {
+			visit(c)
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		visit(c)
+	}
+	switch {
+	case phase == v1.PodSucceeded && len(unknown) == 0:
+		cond.Reason = reasonPodCompleted
+		return cond
+	case phase == v1.PodFailed:
+		cond.Reason = reasonPodFailed
+		return cond
+	}
+	var msgs []string
+	if len(unknown) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
+	}
+	if len(unready) > 0 {
+		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", unready))
+	}
+	if len(msgs) > 0 {
+		cond.Reason = reasonContainersNotReady
+		cond.Message = strings.Join(msgs, ", ")
+		return cond
+	}
+	cond.Status = v1.ConditionTrue
+	return cond
+}
+
+// podReadyCondition computes Ready: ContainersReady and every readiness
+// gate's condition true.
+func podReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
+	cr := containersReadyCondition(pod, statuses, phase)
+	if cr.Status != v1.ConditionTrue {
+		return v1.PodCondition{Type: v1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message, ObservedGeneration: pod.Generation}
+	}
+	var msgs []string
+	for _, g := range pod.Spec.ReadinessGates {
+		c := getCondition(conds, g.ConditionType)
+		switch {
+		case c == nil:
+			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
+		case c.Status != v1.ConditionTrue:
+			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
+		}
+	}
+	if len(msgs) > 0 {
+		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reasonReadinessGatesNotReady,
+			Message: strings.Join(msgs, ", "), ObservedGeneration: pod.Generation}
+	}
+	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation}
+}
+
+// recomputeReadiness rewrites Ready and ContainersReady after a container's
+// readiness changed.
+func recomputeReadiness(pod *v1.Pod, st *v1.PodStatus) {
+	all := make([]v1.ContainerStatus, 0, len(st.InitContainerStatuses)+len(st.ContainerStatuses))
+	all = append(all, st.InitContainerStatuses...)
+	all = append(all, st.ContainerStatuses...)
+	setCondition(st, podReadyCondition(pod, st.Conditions, all, st.Phase))
+	setCondition(st, containersReadyCondition(pod, all, st.Phase))
+}
+
+// hasInitialized reports whether the pod ever got past its init
+// containers, judging from st: only then are missing regular containers
+// counted as failed at termination.
+func hasInitialized(pod *v1.Pod, st *v1.PodStatus) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, s := range st.ContainerStatuses {
+		if s.LastTerminationState.Terminated != nil || s.State.Waiting == nil {
+			return true
+		}
+	}
+	n := len(st.InitContainerStatuses)
+	if n == 0 {
+		return false
+	}
+	last := st.InitContainerStatuses[n-1]
+	c, ok := specByName(pod.Spec.InitContainers, last.Name)
+	if !ok {
+		return false
+	}
+	if isSidecar(&c) {
+		return last.State.Running != nil && last.Started != nil && *last.Started
+	}
+	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {
+		if t != nil && t.ExitCode == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// triedPrefix is how many of the init container statuses ever tried to
+// start: all but the trailing run of never-started waiting ones, and at
+// least one.
+func triedPrefix(list []v1.ContainerStatus) int {
+	for i := len(list) - 1; i >= 0; i-- {
+		if list[i].State.Waiting == nil || list[i].LastTerminationState.Terminated != nil {
+			return i + 1
+		}
+	}
+	return min(1, len(list))
+}
+
+// markTerminated turns a container that is not terminated into one that
+// terminated for an unknown reason.
+func markTerminated(s *v1.ContainerStatus) {
+	if s.State.Terminated != nil {
+		return
+	}
+	s.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason:   reasonContainerStatusUnknown,
+		Message:  messageContainerNotLocated,
+		ExitCode: exitCodeUnknownTermination,
+	}}
+}
+
+// normalize rounds timestamps to seconds (the API server stores no more),
+// truncates termination messages to the pod's share, and orders container
+// statuses (regular and ephemeral by name, init by spec order), so a status
+// read back from the API server compares equal to the one sent.
+func normalize(pod *v1.Pod, st *v1.PodStatus) {
+	perContainer := maxTerminationMessageBytes
+	if n := len(pod.Spec.Containers) + len(pod.Spec.InitContainers) + len(pod.Spec.EphemeralContainers); n > 0 {
+		perContainer /= n
+	}
+	round := func(t *metav1.Time) { *t = t.Rfc3339Copy() }
+	state := func(s *v1.ContainerState) {
+		if s.Running != nil {
+			round(&s.Running.StartedAt)
+		}
+		if s.Terminated != nil {
+			round(&s.Terminated.StartedAt)
+			round(&s.Terminated.FinishedAt)
+			if len(s.Terminated.Message) > perContainer {
+				s.Terminated.Message = s.Terminated.Message[:perContainer]
+			}
+		}
+	}
+	if st.StartTime != nil {
+		round(st.StartTime)
+	}
+	for i := range st.Conditions {
+		round(&st.Conditions[i].LastProbeTime)
+		round(&st.Conditions[i].LastTransitionTime)
+	}
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses, st.EphemeralContainerStatuses} {
+		for i := range list {
+			state(&list[i].State)
+			state(&list[i].LastTerminationState)
+		}
+	}
+	byName := func(a, b v1.ContainerStatus) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortStableFunc(st.ContainerStatuses, byName)
+	slices.SortStableFunc(st.EphemeralContainerStatuses, byName)
+	order := make(map[string]int, len(pod.Spec.InitContainers))
+	for i, c := range pod.Spec.InitContainers {
+		order[c.Name] = i
+	}
+	slices.SortStableFunc(st.InitContainerStatuses, func(a, b v1.ContainerStatus) int {
+		ia, oka := order[a.Name]
+		ib, okb := order[b.Name]
+		switch {
+		case oka && okb:
+			return ia - ib
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+}
+
+// sameKubeletStatus reports whether a and b agree on everything the node
+// agent owns: conditions it owns or shares compared by status, reason and
+// message (not times), everything else but the resource-claim statuses
+// compared exactly. Both must be normalized.
+func sameKubeletStatus(a, b *v1.PodStatus) bool {
+	owned := func(st *v1.PodStatus) map[v1.PodConditionType]v1.PodCondition {
+		m := map[v1.PodConditionType]v1.PodCondition{}
+		for _, c := range st.Conditions {
+			if ownedByKubelet(c.Type) || sharedWithKubelet(c.Type) {
+				m[c.Type] = c
+			}
+		}
+		return m
+	}
+	ca, cb := owned(a), owned(b)
+	if len(ca) != len(cb) {
+		return false
+	}
+	for t, x := range ca {
+		y, ok := cb[t]
+		if !ok || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message {
+			return false
+		}
+	}
+	ac := *a
+	ac.Conditions = b.Conditions
+	ac.ResourceClaimStatuses = b.ResourceClaimStatuses
+	ac.ExtendedResourceClaimStatus = b.ExtendedResourceClaimStatus
+	ac.NodeAllocatableResourceClaimStatuses = b.NodeAllocatableResourceClaimStatuses
+	return equality.Semantic.DeepEqual(&ac, b)
+}
+
+// couldHaveRunningContainers reports whether st still shows a running
+// container: a terminal phase is not published while one does.
+func couldHaveRunningContainers(st *v1.PodStatus) bool {
+	for _, list := range [][]v1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses, st.EphemeralContainerStatuses} {
+		for _, s := range list {
+			if s.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

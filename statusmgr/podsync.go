@@ -1,0 +1,194 @@
+package statusmgr
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// job is one pod's share of a sync: publish its status, delete it, or both
+// (publish first).
+type job struct {
+	uid types.UID
+	// pod is the pod as the manager knows it; target is the API object the
+	// status goes to (pod itself, or a static pod's mirror pod).
+	pod, target *v1.Pod
+	status      v1.PodStatus
+	version     uint64
+	publish     bool
+	remove      bool
+}
+
+// SyncOnce publishes every status newer than the version the sink last
+// accepted for that pod, then deletes the pods that are finished (see
+// PodResourcesReclaimed). It blocks on the sink. A failed write is retried by
+// the next SyncOnce or Resync; the returned error joins the failures.
+func (m *Manager) SyncOnce(ctx context.Context) error { return m.sync(ctx, false) }
+
+// Resync is SyncOnce, and also republishes statuses the sink already
+// accepted: every one when Config.Pods is nil, else those that differ from
+// the status of the pod Config.Pods returns (or its mirror pod's). It repairs
+// statuses overwritten or lost on the other side.
+func (m *Manager) Resync(ctx context.Context) error { return m.sync(ctx, true) }
+
+// Run publishes statuses as they change and resyncs every ResyncInterval,
+// until ctx is done; then it returns ctx.Err(). After a failure it tries
+// again after 200ms, doubling up to 7s, until a sync succeeds. Failures are
+// logged with the logger from ctx.
+func (m *Manager) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	resync := m.clock.NewTimer(m.resync)
+	defer resync.Stop()
+	retry := m.clock.NewTimer(backoffMax)
+	retry.Stop()
+	defer retry.Stop()
+	var backoff time.Duration
+	for {
+		var err error
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.notify:
+			err = m.SyncOnce(ctx)
+		case <-retry.C():
+			err = m.SyncOnce(ctx)
+		case <-resync.C():
+			err = m.Resync(ctx)
+			resync.Reset(m.resync)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		retry.Stop()
+		if err == nil {
+			backoff = 0
+			continue
+		}
+		backoff = nextBackoff(backoff)
+		retry.Reset(backoff)
+		logger.Error(err, "Publishing pod statuses failed; will retry", "retryIn", backoff)
+	}
+}
+
+func (m *Manager) sync(ctx context.Context, all bool) error {
+	logger := klog.FromContext(ctx)
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+
+	jobs, live := m.plan(all)
+	var errs []error
+	for _, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if j.publish {
+			if err := m.sink.SetPodStatus(ctx, j.target, &j.status); err != nil {
+				errs = append(errs, fmt.Errorf("publish status of pod %s/%s (version %d): %w", j.pod.Namespace, j.pod.Name, j.version, err))
+				continue
+			}
+			m.sent[j.target.UID] = j.version
+			logger.V(4).Info("Published pod status", "pod", klog.KObj(j.target), "podUID", j.target.UID, "version", j.version, "phase", j.status.Phase)
+		}
+		if j.remove {
+			if err := m.sink.DeletePod(ctx, j.pod); err != nil {
+				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", j.pod.Namespace, j.pod.Name, err))
+				continue
+			}
+			m.markDeleted(j.uid)
+			logger.V(3).Info("Deleted finished pod", "pod", klog.KObj(j.pod), "podUID", j.pod.UID)
+		}
+	}
+	if all {
+		for uid := range m.sent {
+			if !live[uid] {
+				delete(m.sent, uid)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// entrySnapshot is an entry read under the lock.
+type entrySnapshot struct {
+	uid       types.UID
+	pod       *v1.Pod
+	status    v1.PodStatus
+	version   uint64
+	reclaimed bool
+}
+
+// plan decides what to publish and delete. The getters are called without
+// the manager's lock. live holds the UIDs statuses are published under.
+func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
+	m.mu.Lock()
+	snap := make([]entrySnapshot, 0, len(m.entries))
+	for uid, e := range m.entries {
+		if !e.deleted {
+			snap = append(snap, entrySnapshot{uid, e.pod, e.status, e.version, e.reclaimed})
+		}
+	}
+	m.mu.Unlock()
+
+	live := make(map[types.UID]bool, len(snap))
+	var jobs []job
+	for _, s := range snap {
+		pod := s.pod
+		// api is the API server's view of the object the status goes to,
+		// when known, to compare on resync.
+		var api *v1.Pod
+		if m.pods != nil {
+			if p, ok := m.pods.GetPodByUID(s.uid); ok {
+				pod, api = p, p
+			}
+		}
+		static := isStatic(s.pod)
+		target := pod
+		if static {
+			if m.mirrors == nil {
+				continue
+			}
+			mp, ok := m.mirrors.GetMirrorPod(podFullName(s.pod.Name, s.pod.Namespace))
+			if !ok {
+				continue
+			}
+			target, api = mp, mp
+		}
+		live[target.UID] = true
+		sent, ok := m.sent[target.UID]
+		publish := !ok || sent < s.version
+		if !publish && all {
+			publish = api == nil || !matchesAPI(s.pod, &api.Status, &s.status)
+		}
+		remove := s.reclaimed && !static && !isMirror(pod) && pod.DeletionTimestamp != nil && isTerminal(s.status.Phase)
+		if publish || remove {
+			jobs = append(jobs, job{uid: s.uid, pod: pod, target: target, status: s.status, version: s.version, publish: publish, remove: remove})
+		}
+	}
+	slices.SortFunc(jobs, func(a, b job) int {
+		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.uid, b.uid))
+	})
+	return jobs, live
+}
+
+// matchesAPI reports whether the API server's status agrees with ours on
+// what the node agent owns.
+func matchesAPI(pod *v1.Pod, api, ours *v1.PodStatus) bool {
+	a := api.DeepCopy()
+	normalize(pod, a)
+	return sameKubeletStatus(a, ours)
+}
+
+func (m *Manager) markDeleted(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.entries[uid]; e != nil {
+		e.deleted = true
+	}
+}
