@@ -1,9 +1,28 @@
-// Package podconfig will own the pod sources — the API server (pods bound to
-// this node, via a field-selected watch), a static-manifest directory and an
-// HTTP URL — and the merger that turns their snapshots and increments into
-// one ordered stream of nodekit.PodUpdate with upstream kubelet semantics
-// (ADD, UPDATE, DELETE, REMOVE, RECONCILE), reporting when every source has
-// been seen once.
+// Package podconfig owns where a node agent's pods come from: the pod
+// sources — the API server (APISource: pods bound to this node, through a
+// field-selected list+watch), a static-manifest directory (FileSource) and an
+// HTTP URL (HTTPSource), each a nodekit.Source — and the Merger that turns
+// their snapshots and increments into one ordered stream of
+// nodekit.PodUpdate with upstream kubelet semantics: REMOVE, ADD, UPDATE,
+// DELETE, RECONCILE, and SeenAllSources once every source has been read.
 //
-// It does not run pods, decide admission or publish status.
+// Static pods (from files and URLs) are decoded strictly and validated by
+// DecodeManifest, get the defaults the API server would give them, a name
+// suffixed with the node name, a UID derived from their content, node and
+// source, and the kubernetes.io/config.* annotations. Errors name the file
+// or URL and the field; one bad manifest never stops the others.
+//
+// It does not run pods, admit them, create mirror pods or publish status;
+// it never writes to the API server. A vendor's own source (an MQTT topic, a
+// local database) is any nodekit.Source handed to New.
+//
+//	m := podconfig.New([]nodekit.Source{
+//		podconfig.NewAPISource(nodeClient, nodeName),
+//		podconfig.NewFileSource("/etc/kubernetes/manifests", nodeName, clock.RealClock{}),
+//	}, podconfig.WithRecorder(recorder))
+//	go m.Run(ctx)
+//	for u := range m.Updates() {
+//		// hand u to the sync loop; before removing pods it has not been
+//		// told about, it checks m.SeenAllSources()
+//	}
 package podconfig
