@@ -13,20 +13,23 @@ import (
 type StatusManager interface {
 	// GetPodStatus returns the newest status the agent holds for the pod.
 	GetPodStatus(uid types.UID) (v1.PodStatus, bool)
-	// SetPodStatus records a newly computed status.
-	SetPodStatus(pod *v1.Pod, status v1.PodStatus)
+	// SetPodStatus records a newly computed status. An error means the
+	// status was refused (for example an illegal transition); the loop
+	// logs it and carries on.
+	SetPodStatus(pod *v1.Pod, status v1.PodStatus) error
 	// PodResourcesReclaimed says a terminated pod's containers, volumes and
 	// directories are gone, so its API object may be deleted.
-	PodResourcesReclaimed(pod *v1.Pod)
+	PodResourcesReclaimed(uid types.UID) error
 }
 
 // MirrorClient creates and deletes the mirror pods of static pods. Nil
 // means static pods get no mirror (standalone mode).
 type MirrorClient interface {
 	CreateMirrorPod(ctx context.Context, static *v1.Pod) error
-	// DeleteMirrorPod deletes the mirror pod named by namespace/name; with a
-	// uid, only if the mirror has that UID.
-	DeleteMirrorPod(ctx context.Context, namespace, name string, uid *types.UID) error
+	// DeleteMirrorPod deletes the mirror pod with the full name
+	// (NAME_NAMESPACE, as upstream); with a uid, only if the mirror has
+	// that UID. It reports whether it deleted one.
+	DeleteMirrorPod(ctx context.Context, fullName string, uid *types.UID) (bool, error)
 }
 
 // VolumeManager mounts a pod's volumes before its containers start and

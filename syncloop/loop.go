@@ -278,7 +278,7 @@ func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
 		}
 		if _, known := l.workers.Phase(p.UID); !known && !isTerminal(p) && p.DeletionTimestamp == nil {
 			if d := l.admit(ctx, p); !d.Admit {
-				l.reject(p, d)
+				l.reject(ctx, p, d)
 				continue
 			}
 		}
@@ -302,12 +302,14 @@ func (l *Loop) admit(ctx context.Context, pod *v1.Pod) nodekit.Decision {
 }
 
 // reject marks a pod Failed with the admission reason, as upstream.
-func (l *Loop) reject(pod *v1.Pod, d nodekit.Decision) {
+func (l *Loop) reject(ctx context.Context, pod *v1.Pod, d nodekit.Decision) {
 	l.syncer.events.Eventf(pod, v1.EventTypeWarning, d.Reason, "%s", d.Message)
 	st := *pod.Status.DeepCopy()
 	st.Phase, st.Reason, st.Message = v1.PodFailed, d.Reason, "Pod was rejected: "+d.Message
-	l.cfg.Status.SetPodStatus(pod, st)
-	l.cfg.Status.PodResourcesReclaimed(pod)
+	l.syncer.setStatus(ctx, pod, st)
+	if err := l.cfg.Status.PodResourcesReclaimed(pod.UID); err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to mark a rejected pod reclaimed", "pod", klog.KObj(pod))
+	}
 }
 
 // ActivePods returns the admitted pods that may still run: not terminal,
@@ -336,7 +338,7 @@ func (l *Loop) dispatch(ctx context.Context, pod *v1.Pod, t UpdateType) {
 		// Never admitted (rejected): it never ran, so once deleted its
 		// object may go at once.
 		if pod.DeletionTimestamp != nil {
-			l.cfg.Status.PodResourcesReclaimed(pod)
+			_ = l.cfg.Status.PodResourcesReclaimed(pod.UID)
 		}
 		return
 	} else if known && phase == phaseFinished && t != UpdateCreate {
@@ -350,6 +352,12 @@ func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
 		l.dispatch(ctx, p, UpdateSync)
 	}
 }
+
+// GetPodByUID returns a pod the loop was told to run (not a mirror pod).
+func (l *Loop) GetPodByUID(uid types.UID) (*v1.Pod, bool) { return l.store.get(uid) }
+
+// GetMirrorPod returns the mirror pod with the full name NAME_NAMESPACE.
+func (l *Loop) GetMirrorPod(fullName string) (*v1.Pod, bool) { return l.store.mirrorByFullName(fullName) }
 
 // SyncDue wakes the workers of pods whose next sync time has passed.
 func (l *Loop) SyncDue(ctx context.Context) {
@@ -393,10 +401,21 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	if l.cfg.Mirror != nil {
 		for _, m := range l.store.orphanMirrors() {
 			uid := m.UID
-			if err := l.cfg.Mirror.DeleteMirrorPod(ctx, m.Namespace, m.Name, &uid); err != nil {
+			if _, err := l.cfg.Mirror.DeleteMirrorPod(ctx, fullName(m), &uid); err != nil {
 				logger.Error(err, "Housekeeping: unable to delete an orphaned mirror pod", "pod", klog.KObj(m))
 			}
 		}
+	}
+	// Statuses of pods that are gone and whose workers are done.
+	if r, ok := l.cfg.Status.(interface{ RemoveOrphanedStatuses(map[types.UID]bool) }); ok {
+		keep := map[types.UID]bool{}
+		for uid := range known {
+			keep[uid] = true
+		}
+		for uid := range desired {
+			keep[uid] = true
+		}
+		r.RemoveOrphanedStatuses(keep)
 	}
 	l.syncer.crash.GC()
 	l.syncer.pull.GC()

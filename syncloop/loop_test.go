@@ -39,17 +39,19 @@ func (f *fakeStatus) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return s, ok
 }
 
-func (f *fakeStatus) SetPodStatus(pod *v1.Pod, s v1.PodStatus) {
+func (f *fakeStatus) SetPodStatus(pod *v1.Pod, s v1.PodStatus) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.statuses[pod.UID] = s
 	f.versions = append(f.versions, pod.Labels["v"])
+	return nil
 }
 
-func (f *fakeStatus) PodResourcesReclaimed(pod *v1.Pod) {
+func (f *fakeStatus) PodResourcesReclaimed(uid types.UID) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reclaimed[pod.UID]++
+	f.reclaimed[uid]++
+	return nil
 }
 
 func (f *fakeStatus) get(t *testing.T, uid types.UID) v1.PodStatus {

@@ -16,7 +16,8 @@ func isMirror(pod *v1.Pod) bool {
 	return ok
 }
 
-func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+// fullName is upstream's pod full name, NAME_NAMESPACE.
+func fullName(pod *v1.Pod) string { return pod.Name + "_" + pod.Namespace }
 
 // podStore holds the pods the agent was told to run, and the mirror pods
 // of its static pods, by UID and by full name.
@@ -64,6 +65,14 @@ func (s *podStore) mirrorOf(pod *v1.Pod) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.mirrors[fullName(pod)]
+}
+
+// mirrorByFullName returns a mirror pod by NAME_NAMESPACE.
+func (s *podStore) mirrorByFullName(name string) (*v1.Pod, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.mirrors[name]
+	return p, ok
 }
 
 // staticFor returns the static pod a mirror pod belongs to.

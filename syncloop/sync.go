@@ -91,6 +91,14 @@ func (s *syncer) computeStatus(pod *v1.Pod, rs *nodekit.PodStatus, terminal bool
 	})
 }
 
+// setStatus hands a status to the status manager; a refusal is logged, not
+// retried: the next sync computes a fresh one.
+func (s *syncer) setStatus(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
+	if err := s.status.SetPodStatus(pod, st); err != nil {
+		klog.FromContext(ctx).Error(err, "Status manager refused a pod status", "pod", klog.KObj(pod))
+	}
+}
+
 // PodDir is where the agent keeps a pod's files, as upstream:
 // ROOT/pods/UID.
 func PodDir(root string, uid types.UID) string { return filepath.Join(root, "pods", string(uid)) }
@@ -105,12 +113,12 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	if deadlineExceeded(pod, old, s.clock.Now()) {
 		st := s.computeStatus(pod, rs, true)
 		st.Phase, st.Reason, st.Message = v1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
-		s.status.SetPodStatus(pod, st)
+		s.setStatus(ctx, pod, st)
 		s.events.Eventf(pod, v1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 		return true, nil
 	}
 	st := s.computeStatus(pod, rs, false)
-	s.status.SetPodStatus(pod, st)
+	s.setStatus(ctx, pod, st)
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
 		return true, nil
 	}
@@ -135,7 +143,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	retry := s.applyBackoff(pod, rs, &actions)
 	if nothingToDo(actions) {
 		if retry > 0 {
-			s.status.SetPodStatus(pod, s.computeStatus(pod, rs, false))
+			s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
 			return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
 		}
 		return false, nil
@@ -171,7 +179,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	err := res.Err()
 	if err != nil {
 		// Show the failure reasons now rather than at the next sync.
-		s.status.SetPodStatus(pod, s.computeStatus(pod, rs, false))
+		s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
 		return false, err
 	}
 	if retry > 0 {
@@ -284,7 +292,7 @@ func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
 			return nil
 		}
 		uid := mirror.UID
-		if err := s.mirror.DeleteMirrorPod(ctx, mirror.Namespace, mirror.Name, &uid); err != nil {
+		if _, err := s.mirror.DeleteMirrorPod(ctx, fullName(mirror), &uid); err != nil {
 			return err
 		}
 	}
@@ -321,7 +329,7 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 		}
 	}
 	if specPod != nil {
-		s.status.SetPodStatus(pod, s.computeStatus(pod, after, true))
+		s.setStatus(ctx, pod, s.computeStatus(pod, after, true))
 	}
 	return nil
 }
@@ -337,8 +345,10 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit
 			return fmt.Errorf("unmount volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
-	s.status.SetPodStatus(pod, s.computeStatus(pod, rs, true))
-	s.status.PodResourcesReclaimed(pod)
+	s.setStatus(ctx, pod, s.computeStatus(pod, rs, true))
+	if err := s.status.PodResourcesReclaimed(pod.UID); err != nil {
+		return fmt.Errorf("report resources of %s/%s reclaimed: %w", pod.Namespace, pod.Name, err)
+	}
 	s.forget(pod.UID)
 	return nil
 }
