@@ -1,7 +1,37 @@
-// Package probes will own liveness, readiness and startup probes (exec,
-// httpGet, tcpSocket, grpc) and the lifecycle hook runner (postStart,
-// preStop), with one worker per container and probe type, and results
-// delivered on a receive-only channel.
+// Package probes owns container probes and lifecycle hooks.
 //
-// It does not restart containers itself; the sync loop acts on results.
+// Manager runs liveness, readiness and startup probes (exec, httpGet,
+// tcpSocket, grpc) with upstream kubelet semantics: one worker per (pod,
+// container, kind) for regular and sidecar containers; initial delay from
+// container start; a result reported only after successThreshold or
+// failureThreshold equal results in a row; readiness starting at Failure,
+// liveness at Success, startup at Unknown; the startup probe gating the
+// other two; everything starting over when the container restarts. Results
+// are kept per container ID, read with Result, and a change is announced by
+// the pod's UID on Updates. HookRunner runs postStart and preStop handlers
+// (exec, httpGet, sleep).
+//
+// It does not restart or kill containers, compute pod conditions or
+// record the Killing, FailedPostStartHook and FailedPreStopHook events: the
+// sync loop does, from the results and errors given here. It needs only a
+// StatusGetter (statusmgr) and an Execer (criruntime).
+//
+// Wiring it to the sync loop, whose syncloop.ProbeKind and ProbeResult
+// have the same values as Kind and Result:
+//
+//	pm, _ := probes.NewManager(probes.Config{Status: statusMgr, Execer: rt, Recorder: rec, Clock: clk})
+//	go pm.Run(ctx)
+//	loop, _ := syncloop.New(syncloop.Config{ProbeUpdates: pm.Updates(), Probes: probeResults{pm}, ...})
+//
+//	type probeResults struct{ m *probes.Manager }
+//
+//	func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
+//		r, ok := p.m.Result(probes.Kind(k), id)
+//		return syncloop.ProbeResult(r), ok
+//	}
+//
+// The loop calls AddPod on every sync of a running pod, StopLivenessAndStartup
+// when a pod starts terminating, RemovePod when it is gone and CleanupPods
+// from housekeeping; for a liveness or startup kill it takes the grace period
+// from TerminationGracePeriod.
 package probes
