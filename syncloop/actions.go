@@ -3,6 +3,7 @@ package syncloop
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -137,12 +138,15 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 			restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
 		}
 		var msg, reason string
+		var grace *time.Duration
 		if hash != nil && cs.Hash != 0 && cs.Hash != hash(c) {
 			msg, restart = fmt.Sprintf("Container %s definition changed", c.Name), true
 		} else if r, ok := probe(probes, Liveness, cs.ID); ok && r == ProbeFailure {
 			msg, reason = fmt.Sprintf("Container %s failed liveness probe", c.Name), reasonLivenessProbe
+			grace = probeGrace(pod, c.LivenessProbe)
 		} else if r, ok := probe(probes, Startup, cs.ID); ok && r == ProbeFailure {
 			msg, reason = fmt.Sprintf("Container %s failed startup probe", c.Name), reasonStartupProbe
+			grace = probeGrace(pod, c.StartupProbe)
 		} else {
 			keep++
 			continue
@@ -151,7 +155,7 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 			msg += ", will be restarted"
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
-		a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: cs.Name, Container: c, Reason: reason, Message: msg}
+		a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: cs.Name, Container: c, Reason: reason, Message: msg, GracePeriod: grace}
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		// Nothing runs and nothing will: stop the sandbox (and sidecars).
@@ -159,6 +163,17 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 		a.InitContainersToStart = nil
 	}
 	return a
+}
+
+// probeGrace is a probe's own terminationGracePeriodSeconds, which
+// replaces the pod's when the probe kills the container (not when the pod
+// is being deleted).
+func probeGrace(pod *v1.Pod, p *v1.Probe) *time.Duration {
+	if p == nil || p.TerminationGracePeriodSeconds == nil || pod.DeletionTimestamp != nil {
+		return nil
+	}
+	d := time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
+	return &d
 }
 
 // runOnce is whether a container that exited 0 stays down.

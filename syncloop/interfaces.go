@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit"
 )
 
 // StatusManager is where the loop publishes pod statuses (package statusmgr
@@ -53,3 +55,24 @@ type EventRecorder interface {
 type discardEvents struct{}
 
 func (discardEvents) Eventf(runtime.Object, string, string, string, ...interface{}) {}
+
+// ProbeWorkers runs the probes of the pods the loop syncs (package probes
+// implements it). Nil means no probes run.
+type ProbeWorkers interface {
+	// AddPod starts workers for the pod's probes; called on every sync of
+	// a running pod, so it must be idempotent.
+	AddPod(ctx context.Context, pod *v1.Pod)
+	// StopLivenessAndStartup stops the probes that could kill containers of
+	// a terminating pod.
+	StopLivenessAndStartup(pod *v1.Pod)
+	// RemovePod stops every worker of the pod.
+	RemovePod(pod *v1.Pod)
+	// CleanupPods stops the workers of pods not in desired.
+	CleanupPods(desired map[types.UID]bool)
+}
+
+// HookRunner runs a container lifecycle handler (postStart, preStop).
+// Package probes implements it.
+type HookRunner interface {
+	Run(ctx context.Context, pod *v1.Pod, c *v1.Container, id nodekit.ContainerID, podIP string, h *v1.LifecycleHandler) (string, error)
+}

@@ -37,6 +37,10 @@ type Config struct {
 	ProbeUpdates <-chan types.UID
 	// Probes gives the last probe results (readiness, liveness, startup).
 	Probes ProbeResults
+	// ProbeWorkers starts and stops the probes of the pods the loop runs.
+	ProbeWorkers ProbeWorkers
+	// Hooks runs postStart and preStop handlers; nil skips them.
+	Hooks HookRunner
 	// Health reports whether the runtime and the PLEG are healthy; while it
 	// returns an error the loop backs off instead of syncing.
 	Health func(ctx context.Context) error
@@ -116,7 +120,7 @@ func New(cfg Config) (*Loop, error) {
 	}
 	s := &syncer{
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
-		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, options: cfg.Options, sandbox: cfg.Sandbox,
+		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
 		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
@@ -405,6 +409,9 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 				logger.Error(err, "Housekeeping: unable to delete an orphaned mirror pod", "pod", klog.KObj(m))
 			}
 		}
+	}
+	if l.cfg.ProbeWorkers != nil {
+		l.cfg.ProbeWorkers.CleanupPods(desired)
 	}
 	// Statuses of pods that are gone and whose workers are done.
 	if r, ok := l.cfg.Status.(interface{ RemoveOrphanedStatuses(map[types.UID]bool) }); ok {

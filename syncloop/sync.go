@@ -35,6 +35,8 @@ type syncer struct {
 	secrets  SecretGetter
 	events   EventRecorder
 	probes   ProbeResults
+	workers  ProbeWorkers
+	hooks    HookRunner
 	options  nodekit.ContainerOptionsFunc
 	sandbox  func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error)
 	hash     func(*v1.Container) uint64
@@ -123,6 +125,9 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		return true, nil
 	}
 
+	if s.workers != nil {
+		s.workers.AddPod(ctx, pod)
+	}
 	if isStatic(pod) && s.mirror != nil {
 		if err := s.ensureMirror(ctx, pod, mirror); err != nil {
 			logger.Error(err, "Unable to create a mirror pod", "pod", klog.KObj(pod))
@@ -176,6 +181,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(nodekit.ErrRunContainer), Message: r.Err.Error()})
 		}
 	}
+	s.runPostStartHooks(ctx, pod, res)
 	err := res.Err()
 	if err != nil {
 		// Show the failure reasons now rather than at the next sync.
@@ -307,14 +313,23 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 	} else if rs != nil {
 		running = mergeRunning(running, runningOf(rs))
 	}
+	var specPod *v1.Pod
+	if len(pod.Spec.Containers) > 0 {
+		specPod = pod
+	}
+	if s.workers != nil && specPod != nil {
+		s.workers.StopLivenessAndStartup(pod)
+	}
 	var g *time.Duration
 	if grace != nil {
 		d := time.Duration(*grace) * time.Second
 		g = &d
 	}
-	var specPod *v1.Pod
-	if len(pod.Spec.Containers) > 0 {
-		specPod = pod
+	if specPod != nil && s.hooks != nil {
+		total := podGrace(pod, g)
+		spent := s.runPreStopHooks(ctx, pod, rs, running, total)
+		left := max(total-spent, minGrace)
+		g = &left
 	}
 	if err := s.runtime.KillPod(ctx, nodekit.KillPodRequest{Pod: specPod, Running: running, GracePeriod: g}); err != nil {
 		return fmt.Errorf("kill pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -339,6 +354,9 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) error {
 	if len(pod.Spec.Containers) == 0 {
 		return nil // an orphan: nothing to report
+	}
+	if s.workers != nil {
+		s.workers.RemovePod(pod)
 	}
 	if s.volumes != nil {
 		if err := s.volumes.WaitForUnmount(ctx, pod); err != nil {
@@ -393,4 +411,106 @@ func mergeRunning(a, b *nodekit.Pod) *nodekit.Pod {
 		}
 	}
 	return &out
+}
+
+// minGrace is the least time a container gets to stop, as upstream.
+const minGrace = 2 * time.Second
+
+// podGrace is the termination grace period: the override, else the
+// deletion grace period, else the spec's, else 30 s.
+func podGrace(pod *v1.Pod, override *time.Duration) time.Duration {
+	switch {
+	case override != nil:
+		return *override
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// runPostStartHooks runs the postStart handler of every container this
+// sync started. A failing hook kills its container, as upstream: the
+// container is then restarted per its restart policy.
+func (s *syncer) runPostStartHooks(ctx context.Context, pod *v1.Pod, res *nodekit.SyncResult) {
+	if s.hooks == nil {
+		return
+	}
+	var started []*v1.Container
+	for _, r := range res.Results {
+		if r.Err != nil || (r.Action != nodekit.ActionStartContainer && r.Action != nodekit.ActionInitContainer) {
+			continue
+		}
+		c := findSpec(pod.Spec.Containers, r.Target)
+		if c == nil {
+			c = findSpec(pod.Spec.InitContainers, r.Target)
+		}
+		if c != nil && c.Lifecycle != nil && c.Lifecycle.PostStart != nil {
+			started = append(started, c)
+		}
+	}
+	if len(started) == 0 {
+		return
+	}
+	fresh, err := s.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to read the pod status for postStart hooks", "pod", klog.KObj(pod))
+		return
+	}
+	podIP := ""
+	if len(fresh.IPs) > 0 {
+		podIP = fresh.IPs[0]
+	}
+	for _, c := range started {
+		cs := fresh.FindContainer(c.Name)
+		if cs == nil || cs.State != nodekit.StateRunning {
+			continue
+		}
+		msg, err := s.hooks.Run(ctx, pod, c, cs.ID, podIP, c.Lifecycle.PostStart)
+		if err == nil {
+			continue
+		}
+		s.events.Eventf(pod, v1.EventTypeWarning, "FailedPostStartHook", "PostStartHook failed")
+		s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrPostStartHook), Message: msg})
+		kill := nodekit.PodActions{ContainersToKill: map[nodekit.ContainerID]nodekit.KillInfo{
+			cs.ID: {Name: c.Name, Container: c, Reason: "FailedPostStartHook", Message: "FailedPostStartHook"},
+		}}
+		if err := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Status: fresh, Actions: kill}).Err(); err != nil {
+			klog.FromContext(ctx).Error(err, "Unable to kill a container whose postStart hook failed", "pod", klog.KObj(pod), "container", c.Name)
+		}
+	}
+}
+
+// runPreStopHooks runs, in parallel, the preStop handler of every running
+// container that has one, bounded by the grace period, and returns how
+// long they took.
+func (s *syncer) runPreStopHooks(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, running *nodekit.Pod, grace time.Duration) time.Duration {
+	start := s.clock.Now()
+	podIP := ""
+	if rs != nil && len(rs.IPs) > 0 {
+		podIP = rs.IPs[0]
+	}
+	hctx, cancel := context.WithTimeout(ctx, grace)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, rc := range running.Containers {
+		c := findSpec(pod.Spec.Containers, rc.Name)
+		if c == nil {
+			c = findSpec(pod.Spec.InitContainers, rc.Name)
+		}
+		if c == nil || c.Lifecycle == nil || c.Lifecycle.PreStop == nil || rc.State != nodekit.StateRunning {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.hooks.Run(hctx, pod, c, rc.ID, podIP, c.Lifecycle.PreStop); err != nil {
+				s.events.Eventf(pod, v1.EventTypeWarning, "FailedPreStopHook", "PreStopHook failed")
+				klog.FromContext(ctx).Info("preStop hook failed", "pod", klog.KObj(pod), "container", c.Name, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	return s.clock.Since(start)
 }

@@ -53,6 +53,7 @@ func usage(w io.Writer) {
   localenv up     [--dir DIR] [--node NAME]...  start etcd + kube-apiserver (detached); idempotent
   localenv down   [--dir DIR]                   stop them; idempotent
   localenv status [--dir DIR]                   say whether they are up (exit 1 if not)
+  localenv env    [--dir DIR] [--node NAME]     print shell exports for a running environment
 DIR defaults to %s.
 `, defaultDir)
 }
@@ -67,11 +68,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", defaultDir, "state directory of the local environment")
 	var nodes nodeList
-	if cmd == "up" {
+	if cmd == "up" || cmd == "env" {
 		fs.Var(&nodes, "node", "node name to create a client certificate and kubeconfig for (repeatable)")
 	}
 	switch cmd {
-	case "up", "down", "status":
+	case "up", "down", "status", "env":
 	case "help", "-h", "--help":
 		usage(stdout)
 		return nil
@@ -90,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return up(ctx, *dir, nodes, stdout, stderr)
 	case "down":
 		return down(ctx, *dir, stdout)
+	case "env":
+		return envVars(ctx, *dir, nodes, stdout)
 	default:
 		return status(ctx, *dir, stdout)
 	}
@@ -216,6 +219,29 @@ func runtimeDir(dir string) string {
 		return abs
 	}
 	return d
+}
+
+// envVars prints shell exports describing a running environment, for
+// scripts: the admin kubeconfig, the CRI endpoint, the node IP (the pod
+// bridge's gateway) and, per --node, that node's kubeconfig.
+func envVars(ctx context.Context, dir string, nodes []string, stdout io.Writer) error {
+	cp, err := localcp.Attach(ctx, controlPlaneDir(dir))
+	if err != nil {
+		return fmt.Errorf("control plane not up: %w", err)
+	}
+	c, err := localcri.Attach(ctx, runtimeDir(dir))
+	if err != nil {
+		return fmt.Errorf("containerd not up: %w", err)
+	}
+	fmt.Fprintf(stdout, "export KUBECONFIG=%s\nexport NODEKIT_CRI_ENDPOINT=%s\nexport NODEKIT_NODE_IP=%s\n", cp.AdminKubeconfig, c.Endpoint, c.Gateway)
+	for _, n := range nodes {
+		path, err := cp.NodeKubeconfig(n)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "export NODEKIT_NODE_KUBECONFIG=%s\n", path)
+	}
+	return nil
 }
 
 func describe(ps []localcp.Process) string {

@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podopts"
+	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+// agent is every part of a running fullagent, wired.
+type agent struct {
+	nodeName string
+	cfg      *kubeletv1beta1.KubeletConfiguration
+	client   kubernetes.Interface // nil when standalone
+	runtime  *criruntime.Runtime
+	merger   *podconfig.Merger
+	pleg     *pleg.Generic
+	status   *statusmgr.Manager
+	probes   *probes.Manager
+	loop     *syncloop.Loop
+	node     *statusmgr.NodeReporter
+	lease    *statusmgr.Heartbeat
+	informer informers.SharedInformerFactory
+	events   record.EventBroadcaster
+}
+
+// run builds the agent from the options and runs it until ctx is done.
+func run(ctx context.Context, o *options) error {
+	a, err := newAgent(ctx, o)
+	if err != nil {
+		return err
+	}
+	return a.run(ctx)
+}
+
+func newAgent(ctx context.Context, o *options) (*agent, error) {
+	logger := klog.FromContext(ctx)
+	cfg, err := loadConfig(o.config)
+	if err != nil {
+		return nil, err
+	}
+	if o.runtimeEndpoint != "" {
+		cfg.ContainerRuntimeEndpoint = o.runtimeEndpoint
+	}
+	if o.podManifestPath != "" {
+		cfg.StaticPodPath = o.podManifestPath
+	}
+	cfg.RegisterWithTaints = append(cfg.RegisterWithTaints, o.registerWithTaints...)
+	nodeName, err := nodeNameOf(o.hostnameOverride)
+	if err != nil {
+		return nil, err
+	}
+	if o.nodeIP != "" && net.ParseIP(o.nodeIP) == nil {
+		return nil, fmt.Errorf("--node-ip: %q is not an IP address", o.nodeIP)
+	}
+	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("--root-dir: %w", err)
+	}
+	a := &agent{nodeName: nodeName, cfg: cfg}
+	logger = logger.WithValues("node", nodeName)
+
+	var recorder record.EventRecorder = &record.FakeRecorder{}
+	if o.kubeconfig != "" {
+		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
+		rc.UserAgent = "nodekit-fullagent/" + nodeName
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		a.client = cs
+		a.events = record.NewBroadcaster(record.WithContext(ctx))
+		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		recorder = a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
+	} else {
+		logger.Info("No --kubeconfig: running standalone, static pods only")
+	}
+
+	a.runtime, err = criruntime.New(ctx, criruntime.Config{
+		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
+		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+
+	// Pod sources.
+	var sources []nodekit.Source
+	clk := clock.RealClock{}
+	if cfg.StaticPodPath != "" {
+		sources = append(sources, podconfig.NewFileSource(cfg.StaticPodPath, nodeName, clk, podconfig.WithPeriod(cfg.FileCheckFrequency.Duration)))
+	}
+	if cfg.StaticPodURL != "" {
+		sources = append(sources, podconfig.NewHTTPSource(cfg.StaticPodURL, nodeName, nil, clk,
+			podconfig.WithPeriod(cfg.HTTPCheckFrequency.Duration), podconfig.WithHeader(cfg.StaticPodURLHeader)))
+	}
+	if a.client != nil {
+		sources = append(sources, podconfig.NewAPISource(a.client, nodeName))
+	}
+	if len(sources) == 0 {
+		return nil, errors.New("no pod source: give --kubeconfig, --pod-manifest-path (staticPodPath) or staticPodURL")
+	}
+	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
+
+	cache := pleg.NewCache()
+	a.pleg = pleg.NewGeneric(a.runtime, cache, pleg.Options{})
+
+	// Status: the API server, or nowhere when standalone.
+	var sink nodekit.StatusSink = discardSink{}
+	var mirror syncloop.MirrorClient
+	if a.client != nil {
+		sink = statusmgr.NewAPISink(a.client)
+		mirror = statusmgr.NewMirrorClient(a.client, nodeName)
+	}
+	var loop *syncloop.Loop // the status manager reads pods from the loop
+	a.status, err = statusmgr.NewManager(statusmgr.Config{
+		Sink:    sink,
+		Mirrors: statusmgr.MirrorPodGetterFunc(func(n string) (*v1.Pod, bool) { return loop.GetMirrorPod(n) }),
+		Pods:    statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) }),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	nodeIPs := []string{}
+	if o.nodeIP != "" {
+		nodeIPs = append(nodeIPs, o.nodeIP)
+	}
+	machine := statusmgr.HostMachine{RootDir: o.rootDir}
+	nodeGetter, err := a.nodeGetter(ctx, machine)
+	if err != nil {
+		return nil, err
+	}
+	env := podopts.NewResolver(podopts.Config{NodeIPs: nodeIPs, Events: recorder})
+	if a.client != nil {
+		cl := podopts.FromClient(a.client)
+		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: nodeIPs, Events: recorder})
+	}
+	builder := &podopts.Builder{
+		Env: env,
+		DNS: &podopts.DNSConfigurer{ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: *cfg.ResolverConfig, NodeIPs: nodeIPs, Events: recorder},
+	}
+	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder})
+	if err != nil {
+		return nil, err
+	}
+	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
+	var secrets syncloop.SecretGetter
+	if a.client != nil {
+		secrets = podopts.FromClient(a.client)
+	}
+	loop, err = syncloop.New(syncloop.Config{
+		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
+		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
+		Health: func(ctx context.Context) error {
+			if err := a.runtime.Ready(ctx); err != nil {
+				return err
+			}
+			return a.pleg.Healthy()
+		},
+		Admitters:     admission.Builtins(nodeGetter),
+		Probes:        probeResults{a.probes},
+		ProbeWorkers:  a.probes,
+		ProbeUpdates:  a.probes.Updates(),
+		Hooks:         hooks,
+		Mirror:        mirror,
+		Secrets:       secrets,
+		Recorder:      recorder,
+		Options:       builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }),
+		Sandbox:       builder.Sandbox,
+		ContainerHash: criruntime.HashContainer,
+		RootDir:       o.rootDir,
+		NodeIPs:       nodeIPs,
+		SyncPeriod:    cfg.SyncFrequency.Duration,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.loop = loop
+
+	if a.client != nil && *cfg.RegisterNode {
+		labels := map[string]string{}
+		for k, v := range o.nodeLabels {
+			labels[k] = v
+		}
+		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
+			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
+			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
+			Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
+				v1.NodeReady: statusmgr.ReadyCondition(a.runtime, statusmgr.ReadinessFunc(func(context.Context) error { return a.pleg.Healthy() })),
+			},
+			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
+			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// nodeGetter gives admission the node: the Node object from the API
+// server (a watch on this node only), or one built from the machine when
+// standalone.
+func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (admission.NodeGetter, error) {
+	if a.client == nil {
+		m, err := machine.Machine(ctx)
+		if err != nil {
+			return nil, err
+		}
+		node := &v1.Node{}
+		node.Name = a.nodeName
+		node.Labels = map[string]string{v1.LabelHostname: a.nodeName, v1.LabelOSStable: "linux"}
+		node.Status.Allocatable = v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
+			v1.ResourcePods:   *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI),
+		}
+		return admission.NodeFunc(func(context.Context) (*v1.Node, error) { return node, nil }), nil
+	}
+	a.informer = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
+		}))
+	lister := a.informer.Core().V1().Nodes().Lister()
+	return admission.NodeFunc(func(context.Context) (*v1.Node, error) { return lister.Get(a.nodeName) }), nil
+}
+
+// reserved is kubeReserved + systemReserved, subtracted from capacity.
+func reserved(cfg *kubeletv1beta1.KubeletConfiguration) v1.ResourceList {
+	out := v1.ResourceList{}
+	for _, m := range []map[string]string{cfg.KubeReserved, cfg.SystemReserved} {
+		for k, v := range m {
+			q := resource.MustParse(v) // validated by loadConfig
+			if cur, ok := out[v1.ResourceName(k)]; ok {
+				q.Add(cur)
+			}
+			out[v1.ResourceName(k)] = q
+		}
+	}
+	return out
+}
+
+func (a *agent) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	errc := make(chan error, 8)
+	start := func(name string, f func(context.Context) error) {
+		go func() {
+			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	// One relist before registering, so the node's first status can
+	// already say Ready (the PLEG is healthy once it has relisted).
+	a.pleg.Relist(ctx)
+	if a.node != nil {
+		if err := a.node.Register(ctx); err != nil {
+			return fmt.Errorf("register node %s: %w", a.nodeName, err)
+		}
+		start("node status", a.node.Run)
+		start("lease", a.lease.Run)
+	}
+	if a.informer != nil {
+		a.informer.Start(ctx.Done())
+		a.informer.WaitForCacheSync(ctx.Done())
+	}
+	start("status manager", a.status.Run)
+	start("pleg", a.pleg.Run)
+	start("probes", a.probes.Run)
+	start("pod sources", a.merger.Run)
+	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- a.loop.Run(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-loopDone:
+	}
+	if a.events != nil {
+		a.events.Shutdown()
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = a.runtime.Close(shutdownCtx)
+	return nil
+}
+
+func nodeNameOf(override string) (string, error) {
+	name := override
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("hostname: %w", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return "", errors.New("empty node name")
+	}
+	return name, nil
+}
+
+// discardSink is the status sink of a standalone agent.
+type discardSink struct{}
+
+func (discardSink) SetPodStatus(context.Context, *v1.Pod, *v1.PodStatus) error { return nil }
+func (discardSink) DeletePod(context.Context, *v1.Pod) error                   { return nil }
+
+// probeResults adapts the probe manager's results to the loop's types
+// (the same values under each package's own names).
+type probeResults struct{ m *probes.Manager }
+
+func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
+	r, ok := p.m.Result(probes.Kind(k), id)
+	return syncloop.ProbeResult(r), ok
+}

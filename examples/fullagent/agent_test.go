@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/agenttest"
+)
+
+const testNode = "agent-node"
+
+// env is one fullagent running in-process against a private kube-apiserver
+// and containerd; subtests share it.
+type env struct {
+	client      kubernetes.Interface
+	manifests   string
+	cri         *agenttest.Containerd
+	nodeIP      string
+	cancelAgent context.CancelFunc
+	agentDone   chan error
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	cp := agenttest.StartControlPlane(t)
+	cri := agenttest.StartContainerd(t)
+	client := cp.AdminClient()
+	ctx := t.Context()
+	// No controller-manager runs: give the namespace its default account.
+	_, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := &env{client: client, manifests: filepath.Join(dir, "manifests"), cri: cri, nodeIP: cri.Gateway.String()}
+	if err := os.MkdirAll(e.manifests, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "config.yaml")
+	writeFile(t, config, fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: %s
+fileCheckFrequency: 2s
+`, filepath.Join(dir, "logs")))
+	o := &options{
+		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,
+		nodeIP: e.nodeIP, rootDir: filepath.Join(dir, "root"), runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,
+	}
+	actx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	e.cancelAgent, e.agentDone = cancel, make(chan error, 1)
+	go func() { e.agentDone <- run(actx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-e.agentDone:
+			if err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("agent did not stop within 30s")
+		}
+	})
+	return e
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitPod polls the API server until cond holds for the pod.
+func (e *env) waitPod(t *testing.T, name string, timeout time.Duration, what string, cond func(*v1.Pod) bool) *v1.Pod {
+	t.Helper()
+	var last *v1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		p, err := e.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = p
+		return cond(p), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s: %s not reached within %v; last status: %s", name, what, timeout, describeStatus(last))
+	}
+	return last
+}
+
+func describeStatus(p *v1.Pod) string {
+	if p == nil {
+		return "<none>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase=%s reason=%s msg=%q", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	for _, c := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		fmt.Fprintf(&b, " [%s restarts=%d ready=%v %+v]", c.Name, c.RestartCount, c.Ready, c.State)
+	}
+	return b.String()
+}
+
+func (e *env) createPod(t *testing.T, p *v1.Pod) {
+	t.Helper()
+	p.Namespace = "default"
+	p.Spec.NodeName = testNode
+	for i := range p.Spec.Containers {
+		if p.Spec.Containers[i].Image == "" {
+			p.Spec.Containers[i].Image = agenttest.BusyboxImage
+		}
+	}
+	for i := range p.Spec.InitContainers {
+		if p.Spec.InitContainers[i].Image == "" {
+			p.Spec.InitContainers[i].Image = agenttest.BusyboxImage
+		}
+	}
+	if _, err := e.client.CoreV1().Pods("default").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func simplePod(name string, policy v1.RestartPolicy, cmd string) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.PodSpec{RestartPolicy: policy, Containers: []v1.Container{{
+			Name: "app", Command: []string{"sh", "-c", cmd},
+		}}},
+	}
+}
+
+func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
+	for _, list := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for i := range list {
+			if list[i].Name == name {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+func TestFullAgent(t *testing.T) {
+	e := startEnv(t)
+
+	t.Run("node registers Ready", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			n, err := e.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("node not Ready within 10s: %v", err)
+		}
+		n, _ := e.client.CoreV1().Nodes().Get(t.Context(), testNode, metav1.GetOptions{})
+		if n.Status.Capacity.Cpu().Value() < 1 || n.Status.Capacity.Pods().Value() != 110 || n.Status.NodeInfo.ContainerRuntimeVersion == "" {
+			t.Fatalf("node status: capacity %v, nodeInfo %+v", n.Status.Capacity, n.Status.NodeInfo)
+		}
+	})
+
+	t.Run("busybox pod runs", func(t *testing.T) {
+		e.createPod(t, simplePod("run", v1.RestartPolicyAlways, "sleep 3600"))
+		p := e.waitPod(t, "run", 60*time.Second, "Running and Ready", func(p *v1.Pod) bool {
+			c := containerStatus(p, "app")
+			return p.Status.Phase == v1.PodRunning && c != nil && c.Ready
+		})
+		c := containerStatus(p, "app")
+		if p.Status.PodIP == "" || p.Status.HostIP != e.nodeIP || !strings.HasPrefix(c.ContainerID, "containerd://") || c.ImageID == "" || c.State.Running == nil || c.Started == nil || !*c.Started {
+			t.Fatalf("status: podIP=%q hostIP=%q %+v", p.Status.PodIP, p.Status.HostIP, c)
+		}
+		if !e.cri.Subnet.Contains(netIP(p.Status.PodIP)) {
+			t.Fatalf("pod IP %s not on the CNI bridge %v", p.Status.PodIP, e.cri.Subnet)
+		}
+		want := map[v1.PodConditionType]bool{v1.PodReady: true, v1.ContainersReady: true, v1.PodInitialized: true, v1.PodScheduled: true, v1.PodReadyToStartContainers: true}
+		for _, cond := range p.Status.Conditions {
+			if want[cond.Type] && cond.Status != v1.ConditionTrue {
+				t.Errorf("condition %s = %s", cond.Type, cond.Status)
+			}
+			delete(want, cond.Type)
+		}
+		if len(want) != 0 {
+			t.Errorf("missing conditions %v", want)
+		}
+		if p.Status.QOSClass != v1.PodQOSBestEffort || p.Status.StartTime == nil {
+			t.Errorf("qos %q startTime %v", p.Status.QOSClass, p.Status.StartTime)
+		}
+	})
+
+	t.Run("Never pod exits 0 then Succeeded", func(t *testing.T) {
+		e.createPod(t, simplePod("ok", v1.RestartPolicyNever, "echo done"))
+		p := e.waitPod(t, "ok", 60*time.Second, "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+		if c := containerStatus(p, "app"); c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 || c.State.Terminated.Reason != "Completed" {
+			t.Fatalf("container: %+v", c.State)
+		}
+	})
+
+	t.Run("Never pod exits 1 then Failed with message", func(t *testing.T) {
+		pod := simplePod("fail", v1.RestartPolicyNever, "echo -n broken-on-purpose > /dev/termination-log; exit 1")
+		e.createPod(t, pod)
+		p := e.waitPod(t, "fail", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		term := containerStatus(p, "app").State.Terminated
+		if term == nil || term.ExitCode != 1 || term.Reason != "Error" || term.Message != "broken-on-purpose" {
+			t.Fatalf("terminated state: %+v", term)
+		}
+	})
+
+	t.Run("Always pod crash-loops", func(t *testing.T) {
+		e.createPod(t, simplePod("crash", v1.RestartPolicyAlways, "exit 2"))
+		p := e.waitPod(t, "crash", 90*time.Second, "CrashLoopBackOff with restarts", func(p *v1.Pod) bool {
+			c := containerStatus(p, "app")
+			return c != nil && c.RestartCount >= 2 && c.State.Waiting != nil && c.State.Waiting.Reason == "CrashLoopBackOff"
+		})
+		c := containerStatus(p, "app")
+		if c.LastTerminationState.Terminated == nil || c.LastTerminationState.Terminated.ExitCode != 2 {
+			t.Fatalf("last state: %+v", c.LastTerminationState)
+		}
+	})
+
+	t.Run("init containers run in order", func(t *testing.T) {
+		pod := simplePod("init", v1.RestartPolicyAlways, "sleep 3600")
+		pod.Spec.InitContainers = []v1.Container{
+			{Name: "first", Command: []string{"sh", "-c", "sleep 1"}},
+			{Name: "second", Command: []string{"sh", "-c", "sleep 1"}},
+		}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "init", 60*time.Second, "Running after both init containers", func(p *v1.Pod) bool {
+			return p.Status.Phase == v1.PodRunning
+		})
+		first, second, app := containerStatus(p, "first"), containerStatus(p, "second"), containerStatus(p, "app")
+		if first.State.Terminated == nil || second.State.Terminated == nil || app.State.Running == nil {
+			t.Fatalf("states: %s", describeStatus(p))
+		}
+		if second.State.Terminated.StartedAt.Before(&first.State.Terminated.FinishedAt) ||
+			app.State.Running.StartedAt.Before(&second.State.Terminated.FinishedAt) {
+			t.Fatalf("not in order: first %v-%v, second %v-%v, app from %v",
+				first.State.Terminated.StartedAt, first.State.Terminated.FinishedAt,
+				second.State.Terminated.StartedAt, second.State.Terminated.FinishedAt, app.State.Running.StartedAt)
+		}
+	})
+
+	t.Run("failing init container blocks the app", func(t *testing.T) {
+		pod := simplePod("initfail", v1.RestartPolicyNever, "sleep 3600")
+		pod.Spec.InitContainers = []v1.Container{{Name: "init", Command: []string{"sh", "-c", "exit 7"}}}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "initfail", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if c := containerStatus(p, "init"); c.State.Terminated == nil || c.State.Terminated.ExitCode != 7 {
+			t.Fatalf("init: %+v", c.State)
+		}
+		if c := containerStatus(p, "app"); c.ContainerID != "" || c.State.Running != nil {
+			t.Fatalf("app ran: %+v", c)
+		}
+	})
+
+	t.Run("sidecar runs alongside", func(t *testing.T) {
+		always := v1.ContainerRestartPolicyAlways
+		pod := simplePod("sidecar", v1.RestartPolicyAlways, "sleep 3600")
+		pod.Spec.InitContainers = []v1.Container{{Name: "side", Command: []string{"sh", "-c", "sleep 3600"}, RestartPolicy: &always}}
+		e.createPod(t, pod)
+		e.waitPod(t, "sidecar", 60*time.Second, "sidecar and app running", func(p *v1.Pod) bool {
+			s, a := containerStatus(p, "side"), containerStatus(p, "app")
+			return p.Status.Phase == v1.PodRunning && s != nil && s.State.Running != nil && a != nil && a.State.Running != nil
+		})
+	})
+
+	t.Run("missing image with Never", func(t *testing.T) {
+		pod := simplePod("noimage", v1.RestartPolicyAlways, "true")
+		pod.Spec.Containers[0].Image = "registry.example/not-here:1"
+		pod.Spec.Containers[0].ImagePullPolicy = v1.PullNever
+		e.createPod(t, pod)
+		e.waitPod(t, "noimage", 60*time.Second, "ErrImageNeverPull", func(p *v1.Pod) bool {
+			c := containerStatus(p, "app")
+			return c != nil && c.State.Waiting != nil && c.State.Waiting.Reason == "ErrImageNeverPull" && p.Status.Phase == v1.PodPending
+		})
+	})
+
+	t.Run("too much CPU is OutOfcpu", func(t *testing.T) {
+		pod := simplePod("bigcpu", v1.RestartPolicyAlways, "sleep 3600")
+		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "bigcpu", 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if p.Status.Reason != "OutOfcpu" || !strings.Contains(p.Status.Message, "cpu") {
+			t.Fatalf("reason %q message %q", p.Status.Reason, p.Status.Message)
+		}
+	})
+
+	t.Run("graceful delete of a SIGTERM-trapping container", func(t *testing.T) {
+		e.createPod(t, simplePod("graceful", v1.RestartPolicyAlways, "trap 'echo bye; exit 0' TERM; while true; do sleep 0.2; done"))
+		e.waitPod(t, "graceful", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		grace := int64(30)
+		start := time.Now()
+		if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "graceful", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 40*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := e.client.CoreV1().Pods("default").Get(ctx, "graceful", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatal("pod object still there 40s after a delete with grace 30")
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Fatalf("deletion took %v: the container was not stopped by SIGTERM", took)
+		}
+	})
+
+	t.Run("missing configMap key blocks until it appears", func(t *testing.T) {
+		pod := simplePod("cmkey", v1.RestartPolicyAlways, "echo $GREETING; sleep 3600")
+		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: "GREETING", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{
+			LocalObjectReference: v1.LocalObjectReference{Name: "greetings"}, Key: "hello"}}}}
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "greetings"}, Data: map[string]string{"other": "x"}}
+		if _, err := e.client.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "cmkey", 60*time.Second, "CreateContainerConfigError", func(p *v1.Pod) bool {
+			c := containerStatus(p, "app")
+			return c != nil && c.State.Waiting != nil && c.State.Waiting.Reason == "CreateContainerConfigError"
+		})
+		if msg := containerStatus(p, "app").State.Waiting.Message; !strings.Contains(msg, "couldn't find key hello in ConfigMap default/greetings") {
+			t.Fatalf("message %q", msg)
+		}
+		cm.Data["hello"] = "hi"
+		if _, err := e.client.CoreV1().ConfigMaps("default").Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.waitPod(t, "cmkey", 90*time.Second, "Running after the key appeared", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	})
+
+	t.Run("static pod gets a mirror pod", func(t *testing.T) {
+		manifest := filepath.Join(e.manifests, "static.yaml")
+		writeFile(t, manifest, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: static-web
+  namespace: default
+spec:
+  containers:
+  - name: app
+    image: %s
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+`, agenttest.BusyboxImage))
+		mirror := "static-web-" + testNode
+		p := e.waitPod(t, mirror, 60*time.Second, "mirror pod Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		if _, ok := p.Annotations["kubernetes.io/config.mirror"]; !ok {
+			t.Fatalf("mirror pod lacks the config.mirror annotation: %v", p.Annotations)
+		}
+		if err := os.Remove(manifest); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := e.client.CoreV1().Pods("default").Get(ctx, mirror, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatal("mirror pod still there 60s after the manifest was removed")
+		}
+	})
+}
+
+func netIP(s string) net.IP {
+	return net.ParseIP(s)
+}

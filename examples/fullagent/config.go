@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"sigs.k8s.io/yaml"
+)
+
+// loadConfig reads an upstream KubeletConfiguration file strictly: an
+// unknown field or a wrong kind is an error naming it, so a typo does not
+// silently fall back to a default.
+func loadConfig(path string) (*kubeletv1beta1.KubeletConfiguration, error) {
+	cfg := &kubeletv1beta1.KubeletConfiguration{}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read --config: %w", err)
+		}
+		js, err := yaml.YAMLToJSON(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: not YAML or JSON: %w", path, err)
+		}
+		var tm metav1.TypeMeta
+		if err := json.Unmarshal(js, &tm); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if tm.APIVersion != "kubelet.config.k8s.io/v1beta1" || tm.Kind != "KubeletConfiguration" {
+			return nil, fmt.Errorf("%s: apiVersion/kind is %q/%q, want kubelet.config.k8s.io/v1beta1/KubeletConfiguration", path, tm.APIVersion, tm.Kind)
+		}
+		dec := json.NewDecoder(bytes.NewReader(js))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	setDefaults(cfg)
+	if err := validate(cfg); err != nil {
+		if path == "" {
+			path = "configuration"
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// setDefaults fills the fields nodekit uses with upstream's defaults.
+func setDefaults(c *kubeletv1beta1.KubeletConfiguration) {
+	dur := func(d *metav1.Duration, def time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = def
+		}
+	}
+	dur(&c.SyncFrequency, time.Minute)
+	dur(&c.FileCheckFrequency, 20*time.Second)
+	dur(&c.HTTPCheckFrequency, 20*time.Second)
+	dur(&c.NodeStatusUpdateFrequency, 10*time.Second)
+	dur(&c.NodeStatusReportFrequency, 5*time.Minute)
+	dur(&c.RuntimeRequestTimeout, 2*time.Minute)
+	if c.NodeLeaseDurationSeconds == 0 {
+		c.NodeLeaseDurationSeconds = 40
+	}
+	if c.MaxPods == 0 {
+		c.MaxPods = 110
+	}
+	if c.Port == 0 {
+		c.Port = 10250
+	}
+	if c.ClusterDomain == "" {
+		c.ClusterDomain = "cluster.local"
+	}
+	if c.PodLogsDir == "" {
+		c.PodLogsDir = "/var/log/pods"
+	}
+	if c.CgroupDriver == "" {
+		c.CgroupDriver = "cgroupfs"
+	}
+	if c.ResolverConfig == nil {
+		s := "/etc/resolv.conf"
+		c.ResolverConfig = &s
+	}
+	if c.ContainerRuntimeEndpoint == "" {
+		c.ContainerRuntimeEndpoint = "unix:///run/containerd/containerd.sock"
+	}
+	if c.KubeAPIQPS == nil {
+		q := int32(50)
+		c.KubeAPIQPS = &q
+	}
+	if c.KubeAPIBurst == 0 {
+		c.KubeAPIBurst = 100
+	}
+	if c.RegisterNode == nil {
+		t := true
+		c.RegisterNode = &t
+	}
+}
+
+// validate checks the values nodekit acts on and names the field at fault.
+func validate(c *kubeletv1beta1.KubeletConfiguration) error {
+	if c.Port < 1 || c.Port > 65535 {
+		return fmt.Errorf("port: %d is not a valid port", c.Port)
+	}
+	if c.MaxPods < 1 {
+		return fmt.Errorf("maxPods: %d must be positive", c.MaxPods)
+	}
+	for name, d := range map[string]metav1.Duration{
+		"syncFrequency": c.SyncFrequency, "fileCheckFrequency": c.FileCheckFrequency,
+		"httpCheckFrequency": c.HTTPCheckFrequency, "nodeStatusUpdateFrequency": c.NodeStatusUpdateFrequency,
+		"nodeStatusReportFrequency": c.NodeStatusReportFrequency, "runtimeRequestTimeout": c.RuntimeRequestTimeout,
+	} {
+		if d.Duration < 0 {
+			return fmt.Errorf("%s: %v must not be negative", name, d.Duration)
+		}
+	}
+	if c.NodeLeaseDurationSeconds < 1 {
+		return fmt.Errorf("nodeLeaseDurationSeconds: %d must be positive", c.NodeLeaseDurationSeconds)
+	}
+	for i, ip := range c.ClusterDNS {
+		if net.ParseIP(ip) == nil {
+			return fmt.Errorf("clusterDNS[%d]: %q is not an IP address", i, ip)
+		}
+	}
+	if c.CgroupDriver != "cgroupfs" && c.CgroupDriver != "systemd" {
+		return fmt.Errorf("cgroupDriver: %q must be cgroupfs or systemd", c.CgroupDriver)
+	}
+	for field, m := range map[string]map[string]string{"kubeReserved": c.KubeReserved, "systemReserved": c.SystemReserved} {
+		for k, v := range m {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return fmt.Errorf("%s[%s]: %q: %w", field, k, v, err)
+			}
+			if q.Sign() < 0 {
+				return fmt.Errorf("%s[%s]: %q must not be negative", field, k, v)
+			}
+		}
+	}
+	for i, t := range c.RegisterWithTaints {
+		if err := validTaint(t); err != nil {
+			return fmt.Errorf("registerWithTaints[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func validTaint(t v1.Taint) error {
+	if t.Key == "" {
+		return fmt.Errorf("taint key is empty")
+	}
+	switch t.Effect {
+	case v1.TaintEffectNoSchedule, v1.TaintEffectPreferNoSchedule, v1.TaintEffectNoExecute:
+		return nil
+	}
+	return fmt.Errorf("taint %q has effect %q; want NoSchedule, PreferNoSchedule or NoExecute", t.Key, t.Effect)
+}

@@ -1,0 +1,115 @@
+// Command fullagent is nodekit's reference kubelet: it wires every nodekit
+// package into a node agent that joins a Kubernetes v1.37 cluster and runs
+// pods on any CRI runtime. It takes a kubeconfig, an upstream
+// KubeletConfiguration file and the common kubelet flags, so it can be
+// swapped in for kubelet. Without --kubeconfig it runs static pods only.
+//
+// SIGINT and SIGTERM stop the agent and leave every container running: a
+// restarted agent adopts them.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	fs := flag.NewFlagSet("fullagent", flag.ContinueOnError)
+	o := &options{}
+	o.bind(fs)
+	klog.InitFlags(fs) // -v, --logging-format is not klog's; see --log-json
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := newLogger(o.logJSON)
+	ctx = klog.NewContext(ctx, logger)
+	if err := run(ctx, o); err != nil {
+		logger.Error(err, "fullagent failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	logger.Info("fullagent stopped; containers keep running")
+}
+
+// options are the command-line flags, named as kubelet's.
+type options struct {
+	kubeconfig         string
+	config             string
+	hostnameOverride   string
+	nodeIP             string
+	rootDir            string
+	runtimeEndpoint    string
+	podManifestPath    string
+	nodeLabels         mapFlag
+	registerWithTaints taintsFlag
+	logJSON            bool
+}
+
+func (o *options) bind(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the node's identity; empty runs standalone (static pods only)")
+	fs.StringVar(&o.config, "config", "", "KubeletConfiguration file (kubelet.config.k8s.io/v1beta1)")
+	fs.StringVar(&o.hostnameOverride, "hostname-override", "", "node name to use instead of the hostname")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's IP address")
+	fs.StringVar(&o.rootDir, "root-dir", "/var/lib/kubelet", "directory for pod directories and checkpoints")
+	fs.StringVar(&o.runtimeEndpoint, "container-runtime-endpoint", "", "CRI endpoint (overrides the config file)")
+	fs.StringVar(&o.podManifestPath, "pod-manifest-path", "", "static pod manifest directory (overrides staticPodPath)")
+	fs.Var(&o.nodeLabels, "node-labels", "labels to add when registering the node: key=value,...")
+	fs.Var(&o.registerWithTaints, "register-with-taints", "taints to register the node with: key=value:Effect,...")
+	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines")
+}
+
+// mapFlag is key=value,key=value.
+type mapFlag map[string]string
+
+func (m *mapFlag) String() string { return fmt.Sprint(map[string]string(*m)) }
+
+func (m *mapFlag) Set(s string) error {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	for _, kv := range strings.Split(s, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not key=value", kv)
+		}
+		(*m)[k] = v
+	}
+	return nil
+}
+
+// taintsFlag is key=value:Effect,...
+type taintsFlag []v1.Taint
+
+func (t *taintsFlag) String() string { return fmt.Sprint([]v1.Taint(*t)) }
+
+func (t *taintsFlag) Set(s string) error {
+	for _, spec := range strings.Split(s, ",") {
+		if spec == "" {
+			continue
+		}
+		kv, effect, ok := strings.Cut(spec, ":")
+		if !ok {
+			return fmt.Errorf("taint %q has no :Effect", spec)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		taint := v1.Taint{Key: k, Value: v, Effect: v1.TaintEffect(effect)}
+		if err := validTaint(taint); err != nil {
+			return err
+		}
+		*t = append(*t, taint)
+	}
+	return nil
+}
