@@ -361,7 +361,9 @@ func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
 func (l *Loop) GetPodByUID(uid types.UID) (*v1.Pod, bool) { return l.store.get(uid) }
 
 // GetMirrorPod returns the mirror pod with the full name NAME_NAMESPACE.
-func (l *Loop) GetMirrorPod(fullName string) (*v1.Pod, bool) { return l.store.mirrorByFullName(fullName) }
+func (l *Loop) GetMirrorPod(fullName string) (*v1.Pod, bool) {
+	return l.store.mirrorByFullName(fullName)
+}
 
 // SyncDue wakes the workers of pods whose next sync time has passed.
 func (l *Loop) SyncDue(ctx context.Context) {
