@@ -292,3 +292,24 @@ type Device struct {
 	PathInContainer string
 	Permissions     string
 }
+
+// ContainerEventType is what a runtime reports happened to a container.
+type ContainerEventType string
+
+// Container event types, as in CRI.
+const (
+	ContainerCreatedEvent ContainerEventType = "created"
+	ContainerStartedEvent ContainerEventType = "started"
+	ContainerStoppedEvent ContainerEventType = "stopped"
+	ContainerDeletedEvent ContainerEventType = "deleted"
+)
+
+// ContainerEvent is one event from a runtime that streams them (an optional
+// capability: see pleg.ContainerEventer). Sandboxes report events too; their
+// Container is the sandbox ID.
+type ContainerEvent struct {
+	PodID     types.UID
+	Container ContainerID
+	Type      ContainerEventType
+	Time      time.Time
+}

@@ -27,6 +27,18 @@ type FakeRuntime struct {
 	imageErrs   map[string]nodekit.Reason
 	unavailable error
 	calls       []string
+	// subscribers receive container events (ContainerEvents).
+	subscribers map[int]*fakeSubscriber
+	nextSub     int
+	eventsErr   error
+}
+
+type fakeSubscriber struct {
+	out  chan<- nodekit.ContainerEvent
+	stop chan error
+	// queue holds events not yet delivered, so the fake never blocks
+	// while holding its lock.
+	queue chan nodekit.ContainerEvent
 }
 
 type fakePod struct {
@@ -39,7 +51,7 @@ var _ nodekit.Runtime = (*FakeRuntime)(nil)
 
 // NewFakeRuntime returns an empty fake runtime on the given clock.
 func NewFakeRuntime(clk clock.PassiveClock) *FakeRuntime {
-	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}}
+	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{}}
 }
 
 // FailImage makes every start of a container with this image fail with the
@@ -89,6 +101,7 @@ func (f *FakeRuntime) Calls() []string {
 }
 
 func (f *FakeRuntime) exitLocked(c *nodekit.ContainerStatus, code int, reason string) {
+	f.emitLocked(f.podOfLocked(c.ID), c.ID, nodekit.ContainerStoppedEvent)
 	c.State = nodekit.StateExited
 	c.ExitCode = code
 	c.FinishedAt = f.clock.Now()
@@ -180,10 +193,12 @@ func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *
 			}
 		}
 		now := f.clock.Now()
+		id := nodekit.ContainerID{Type: "fake", ID: f.newIDLocked()}
 		p.containers = append([]*nodekit.ContainerStatus{{
-			ID: nodekit.ContainerID{Type: "fake", ID: f.newIDLocked()}, Name: c.Name, State: nodekit.StateRunning,
+			ID: id, Name: c.Name, State: nodekit.StateRunning,
 			CreatedAt: now, StartedAt: now, Image: c.Image, ImageID: "sha256:fake-" + c.Image, ImageRef: c.Image, RestartCount: restarts,
 		}}, p.containers...)
+		f.emitLocked(pod.UID, id, nodekit.ContainerStartedEvent)
 		return nil
 	}
 	for _, i := range a.InitContainersToStart {
@@ -311,6 +326,7 @@ func (f *FakeRuntime) RemoveContainer(_ context.Context, id nodekit.ContainerID)
 				return fmt.Errorf("fake runtime: container %s is running", id)
 			}
 			p.containers = append(p.containers[:i], p.containers[i+1:]...)
+			f.emitLocked(types.UID(p.id), id, nodekit.ContainerDeletedEvent)
 			return nil
 		}
 	}
@@ -339,4 +355,83 @@ func (f *FakeRuntime) RemovePodSandbox(_ context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// ContainerEvents implements the optional event-stream capability
+// (pleg.ContainerEventer): starts, exits and removals are streamed to out
+// until ctx ends, BreakEvents breaks the stream, or SetEventsError makes it
+// fail.
+func (f *FakeRuntime) ContainerEvents(ctx context.Context, out chan<- nodekit.ContainerEvent) error {
+	f.mu.Lock()
+	if f.eventsErr != nil {
+		err := f.eventsErr
+		f.mu.Unlock()
+		return fmt.Errorf("fake runtime: container events: %w", err)
+	}
+	sub := &fakeSubscriber{out: out, stop: make(chan error, 1), queue: make(chan nodekit.ContainerEvent, 10000)}
+	id := f.nextSub
+	f.nextSub++
+	f.subscribers[id] = sub
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.subscribers, id)
+		f.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-sub.stop:
+			return fmt.Errorf("fake runtime: container event stream broken: %w", err)
+		case ev := <-sub.queue:
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// BreakEvents ends every open event stream with err, as a runtime restart
+// would.
+func (f *FakeRuntime) BreakEvents(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.subscribers {
+		select {
+		case s.stop <- err:
+		default:
+		}
+	}
+}
+
+// SetEventsError makes new event streams fail at once with err (a runtime
+// without the capability); nil lets them open again.
+func (f *FakeRuntime) SetEventsError(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.eventsErr = err
+}
+
+func (f *FakeRuntime) emitLocked(uid types.UID, id nodekit.ContainerID, t nodekit.ContainerEventType) {
+	ev := nodekit.ContainerEvent{PodID: uid, Container: id, Type: t, Time: f.clock.Now()}
+	for _, s := range f.subscribers {
+		select {
+		case s.queue <- ev:
+		default:
+		}
+	}
+}
+
+func (f *FakeRuntime) podOfLocked(id nodekit.ContainerID) types.UID {
+	for uid, p := range f.pods {
+		for _, c := range p.containers {
+			if c.ID == id {
+				return uid
+			}
+		}
+	}
+	return ""
 }

@@ -168,13 +168,8 @@ func (g *Generic) Relist(ctx context.Context) {
 		delete(g.reinspect, uid)
 		g.commit(uid)
 		for _, ev := range evs {
-			if ev.Type == ContainerChanged {
-				continue
-			}
-			select {
-			case g.events <- ev:
-			default:
-				logger.Error(nil, "PLEG: event channel is full, dropping an event", "podUID", uid, "event", ev.Type)
+			if ev.Type != ContainerChanged {
+				g.send(ctx, ev)
 			}
 		}
 	}

@@ -42,7 +42,8 @@ type agent struct {
 	client   kubernetes.Interface // nil when standalone
 	runtime  *criruntime.Runtime
 	merger   *podconfig.Merger
-	pleg     *pleg.Generic
+	pleg     plegRunner
+	relist   *pleg.Generic
 	status   *statusmgr.Manager
 	probes   *probes.Manager
 	loop     *syncloop.Loop
@@ -134,7 +135,14 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
 
 	cache := pleg.NewCache()
-	a.pleg = pleg.NewGeneric(a.runtime, cache, pleg.Options{})
+	a.relist = pleg.NewGeneric(a.runtime, cache, pleg.Options{})
+	a.pleg = a.relist
+	// A runtime that streams container events gets the evented PLEG (which
+	// falls back to relisting by itself if the stream does not work).
+	var rt any = a.runtime
+	if ev, ok := rt.(pleg.ContainerEventer); ok {
+		a.pleg = pleg.NewEvented(a.relist, ev)
+	}
 
 	// Status: the API server, or nowhere when standalone.
 	var sink nodekit.StatusSink = discardSink{}
@@ -288,7 +296,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	// One relist before registering, so the node's first status can
 	// already say Ready (the PLEG is healthy once it has relisted).
-	a.pleg.Relist(ctx)
+	a.relist.Relist(ctx)
 	if a.node != nil {
 		if err := a.node.Register(ctx); err != nil {
 			return fmt.Errorf("register node %s: %w", a.nodeName, err)
@@ -350,4 +358,12 @@ type probeResults struct{ m *probes.Manager }
 func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
 	r, ok := p.m.Result(probes.Kind(k), id)
 	return syncloop.ProbeResult(r), ok
+}
+
+// plegRunner is what the agent needs of a PLEG: the generic and the
+// evented one both fit.
+type plegRunner interface {
+	Run(ctx context.Context) error
+	Events() <-chan *pleg.Event
+	Healthy() error
 }
