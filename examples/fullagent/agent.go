@@ -226,7 +226,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
 			Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
-				v1.NodeReady: statusmgr.ReadyCondition(a.runtime, statusmgr.ReadinessFunc(func(context.Context) error { return a.pleg.Healthy() })),
+				v1.NodeReady: readyCondition(a.runtime, a.pleg),
 			},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
@@ -366,4 +366,24 @@ type plegRunner interface {
 	Run(ctx context.Context) error
 	Events() <-chan *pleg.Event
 	Healthy() error
+}
+
+// readyCondition is the node's Ready condition: the runtime must report
+// ready and the PLEG must have relisted within its threshold, with
+// upstream's messages.
+func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error }) statusmgr.ConditionProvider {
+	return statusmgr.ReadyCondition(
+		statusmgr.ReadinessFunc(func(ctx context.Context) error {
+			if err := rt.Ready(ctx); err != nil {
+				return fmt.Errorf("container runtime is not ready: %w", err)
+			}
+			return nil
+		}),
+		statusmgr.ReadinessFunc(func(context.Context) error {
+			if err := p.Healthy(); err != nil {
+				return fmt.Errorf("PLEG is not healthy: %w", err)
+			}
+			return nil
+		}),
+	)
 }
