@@ -155,11 +155,16 @@ func waitNodeReady(ctx context.Context, client kubernetes.Interface) error {
 // burst creates n pods as fast as it can and returns each one's creation →
 // Running latency as seen through a watch.
 func burst(ctx context.Context, client kubernetes.Interface, n int, timeout time.Duration) ([]time.Duration, time.Duration, error) {
-	w, err := client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	list, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
-	defer w.Stop()
+	rv := list.ResourceVersion
+	w, err := client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { w.Stop() }()
 	created := make(map[string]time.Time, n)
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -180,13 +185,20 @@ func burst(ctx context.Context, client kubernetes.Interface, n int, timeout time
 	for len(running) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, 0, fmt.Errorf("watch closed")
+			if !ok || ev.Type == watch.Error {
+				// The API server ends watches now and then: resume where
+				// this one stopped.
+				w.Stop()
+				if w, err = client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
+					return nil, 0, err
+				}
+				continue
 			}
 			if ev.Type != watch.Modified && ev.Type != watch.Added {
 				continue
 			}
 			p := ev.Object.(*v1.Pod)
+			rv = p.ResourceVersion
 			if _, seen := running[p.Name]; seen || p.Status.Phase != v1.PodRunning {
 				continue
 			}
