@@ -115,6 +115,19 @@ func TestContainerdIntegration(t *testing.T) {
 		killAndRemove(t, rt, pod)
 	})
 
+	t.Run("termination message falls back to the log", func(t *testing.T) {
+		pod := busyboxPod("fallback", "sh", "-c", "echo line one; echo last words; exit 5")
+		pod.Spec.Containers[0].TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError
+		if err := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		st := waitExited(t, rt, pod, "app")
+		if st.ExitCode != 5 || st.Message != "line one\nlast words\n" {
+			t.Fatalf("exit %d message %q", st.ExitCode, st.Message)
+		}
+		killAndRemove(t, rt, pod)
+	})
+
 	t.Run("termination message", func(t *testing.T) {
 		pod := busyboxPod("msg", "sh", "-c", "echo -n bye-bye > /dev/termination-log; exit 3")
 		pod.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"

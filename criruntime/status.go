@@ -5,11 +5,18 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+)
+
+// How much of the log a FallbackToLogsOnError message takes, as upstream.
+const (
+	maxFallbackLines = 80
+	maxFallbackBytes = 2048
 )
 
 // maxTerminationMessage is how much of a termination-message file is read,
@@ -159,6 +166,9 @@ func (r *Runtime) containerStatus(s *runtimeapi.ContainerStatus) *nodekit.Contai
 	}
 	if cs.State == nodekit.StateExited && cs.Message == "" {
 		cs.Message = terminationMessage(s)
+		if cs.Message == "" && cs.ExitCode != 0 && s.Annotations[annotationTerminationMessagePolicy] == "FallbackToLogsOnError" {
+			cs.Message = logTail(s.LogPath, maxFallbackLines, maxFallbackBytes)
+		}
 	}
 	return cs
 }
@@ -196,4 +206,36 @@ func stateOf(s runtimeapi.ContainerState) nodekit.State {
 		return nodekit.StateExited
 	}
 	return nodekit.StateUnknown
+}
+
+// logTail returns the content of the last lines of a CRI-format log file
+// (TIMESTAMP STREAM TAG CONTENT per line), at most maxBytes from the end.
+func logTail(path string, lines, maxBytes int) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) < 4 {
+			continue
+		}
+		content := f[3]
+		if f[2] == "F" {
+			content += "\n"
+		}
+		out = append(out, content)
+	}
+	if len(out) > lines {
+		out = out[len(out)-lines:]
+	}
+	msg := strings.Join(out, "")
+	if len(msg) > maxBytes {
+		msg = msg[len(msg)-maxBytes:]
+	}
+	return msg
 }

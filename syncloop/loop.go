@@ -78,6 +78,12 @@ type Loop struct {
 	syncer  *syncer
 	clock   clock.WithTicker
 
+	// waiting holds static pods whose older version (same full name,
+	// another UID) is still terminating; they start once it has finished,
+	// as upstream, so two never run at once.
+	waitMu  sync.Mutex
+	waiting map[types.UID]*v1.Pod
+
 	healthMu     sync.Mutex
 	lastIterate  time.Time
 	runtimeErr   error
@@ -127,7 +133,7 @@ func New(cfg Config) (*Loop, error) {
 		reasons: map[types.UID]map[string]waitReason{},
 	}
 	return &Loop{
-		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock,
+		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod),
 	}, nil
 }
@@ -280,13 +286,49 @@ func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
 			}
 			continue
 		}
-		if _, known := l.workers.Phase(p.UID); !known && !isTerminal(p) && p.DeletionTimestamp == nil {
-			if d := l.admit(ctx, p); !d.Admit {
-				l.reject(ctx, p, d)
-				continue
-			}
+		l.addPod(ctx, p)
+	}
+}
+
+// addPod admits a new pod and starts its worker, unless it is a static pod
+// whose previous version is still terminating.
+func (l *Loop) addPod(ctx context.Context, p *v1.Pod) {
+	_, known := l.workers.Phase(p.UID)
+	if !known && isStatic(p) && l.workers.Busy(fullName(p), p.UID) {
+		l.waitMu.Lock()
+		l.waiting[p.UID] = p
+		l.waitMu.Unlock()
+		return
+	}
+	if !known && !isTerminal(p) && p.DeletionTimestamp == nil {
+		if d := l.admit(ctx, p); !d.Admit {
+			l.reject(ctx, p, d)
+			return
 		}
-		l.dispatch(ctx, p, UpdateCreate)
+	}
+	l.dispatch(ctx, p, UpdateCreate)
+}
+
+// startWaiting starts the static pods whose predecessors have finished.
+func (l *Loop) startWaiting(ctx context.Context) {
+	l.waitMu.Lock()
+	var ready []*v1.Pod
+	for uid, p := range l.waiting {
+		if cur, ok := l.store.get(uid); !ok || cur != p {
+			delete(l.waiting, uid) // removed or replaced meanwhile
+			if ok {
+				ready = append(ready, cur)
+			}
+			continue
+		}
+		if !l.workers.Busy(fullName(p), uid) {
+			delete(l.waiting, uid)
+			ready = append(ready, p)
+		}
+	}
+	l.waitMu.Unlock()
+	for _, p := range ready {
+		l.addPod(ctx, p)
 	}
 }
 
@@ -367,6 +409,7 @@ func (l *Loop) GetMirrorPod(fullName string) (*v1.Pod, bool) {
 
 // SyncDue wakes the workers of pods whose next sync time has passed.
 func (l *Loop) SyncDue(ctx context.Context) {
+	l.startWaiting(ctx)
 	for _, uid := range l.workers.Due(l.clock.Now()) {
 		if p, ok := l.store.get(uid); ok {
 			l.dispatch(ctx, p, UpdateSync)

@@ -525,3 +525,66 @@ func TestUnhealthyRuntimePausesSyncing(t *testing.T) {
 		}
 	})
 }
+
+func TestActiveDeadlineExceeded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		n := startNode(t, rt, rt)
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		deadline := int64(30)
+		p.Spec.ActiveDeadlineSeconds = &deadline
+		n.send(nodekit.ADD, p)
+		settle(20 * time.Second)
+		if s := n.status.get(t, "u1"); s.Phase != v1.PodRunning {
+			t.Fatalf("phase %s before the deadline", s.Phase)
+		}
+		settle(12 * time.Second)
+		s := n.status.get(t, "u1")
+		if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" {
+			t.Fatalf("after the deadline: %s %q", s.Phase, s.Reason)
+		}
+		if pods, _ := rt.ListPods(context.Background(), false); len(pods) != 0 {
+			t.Fatal("containers still running after DeadlineExceeded")
+		}
+	})
+}
+
+func TestStaticPodWaitsForItsPredecessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := agenttest.NewFakeRuntime(clock.RealClock{})
+		rt := &blockingKill{FakeRuntime: fake, gate: make(chan struct{})}
+		n := startNode(t, rt, fake)
+		static := func(uid string) *v1.Pod {
+			p := pod(uid, v1.RestartPolicyAlways, "app")
+			p.Name = "web-node"
+			p.Annotations = map[string]string{"kubernetes.io/config.source": "file"}
+			return p
+		}
+		n.send(nodekit.ADD, static("old"))
+		settle(2 * time.Second)
+		// The manifest changed: the old version is removed and the new one
+		// added at once. The old one's termination is held up.
+		n.send(nodekit.REMOVE, static("old"))
+		n.send(nodekit.ADD, static("new"))
+		settle(5 * time.Second)
+		if _, ok := n.status.GetPodStatus("new"); ok {
+			t.Fatal("the new version started while the old one was still terminating")
+		}
+		close(rt.gate)
+		settle(3 * time.Second)
+		if s, ok := n.status.GetPodStatus("new"); !ok || s.Phase != v1.PodRunning {
+			t.Fatalf("new version not running after the old one finished: %+v", s)
+		}
+	})
+}
+
+// blockingKill holds KillPod until its gate is closed.
+type blockingKill struct {
+	*agenttest.FakeRuntime
+	gate chan struct{}
+}
+
+func (b *blockingKill) KillPod(ctx context.Context, req nodekit.KillPodRequest) error {
+	<-b.gate
+	return b.FakeRuntime.KillPod(ctx, req)
+}

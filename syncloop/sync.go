@@ -146,6 +146,9 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 
 	actions := computeActions(pod, rs, s.probes, s.hash)
 	retry := s.applyBackoff(pod, rs, &actions)
+	if left, ok := deadlineLeft(pod, st, s.clock.Now()); ok && (retry == 0 || left < retry) {
+		retry = left // come back when the active deadline passes
+	}
 	if nothingToDo(actions) {
 		if retry > 0 {
 			s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
@@ -259,6 +262,15 @@ func crashKey(pod *v1.Pod, c *v1.Container) string {
 
 func imageKey(pod *v1.Pod, name string) string {
 	return string(pod.UID) + "/" + name + "/image"
+}
+
+// deadlineLeft is the time until the pod's active deadline, if it has one.
+func deadlineLeft(pod *v1.Pod, st v1.PodStatus, now time.Time) (time.Duration, bool) {
+	if pod.Spec.ActiveDeadlineSeconds == nil || st.StartTime == nil {
+		return 0, false
+	}
+	left := st.StartTime.Add(time.Duration(*pod.Spec.ActiveDeadlineSeconds) * time.Second).Sub(now)
+	return max(left, time.Millisecond), true
 }
 
 func deadlineExceeded(pod *v1.Pod, st v1.PodStatus, now time.Time) bool {

@@ -320,6 +320,19 @@ func (w *workers) Phase(uid types.UID) (workerPhase, bool) {
 	return wk.phase, true
 }
 
+// Busy reports whether a pod with this full name other than uid still has
+// a worker that has not finished (a static pod's older version).
+func (w *workers) Busy(name string, uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, wk := range w.pods {
+		if id != uid && wk.pod != nil && fullName(wk.pod) == name && wk.phase != phaseFinished {
+			return true
+		}
+	}
+	return false
+}
+
 // Forget drops the workers of pods that are not desired any more and have
 // finished. It returns the UIDs it still knows.
 func (w *workers) Forget(desired map[types.UID]bool) map[types.UID]workerPhase {
