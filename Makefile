@@ -2,6 +2,7 @@
 #   make run    set up the machine, start the local node environment and run the agent
 #   make test   set up the machine and run every test (unit + integration)
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 GO ?= go
 # Integration tests fail instead of skipping when their binaries are missing.
 export NODEKIT_REQUIRE_INTEGRATION ?= 1
@@ -25,7 +26,11 @@ vet:
 	$(GO) vet ./...
 
 # Every test, including those against a real kube-apiserver and containerd.
+# The first line runs the environment smoke tests verbosely, so the log
+# shows a real kube-apiserver answering /readyz and criruntime running a
+# sandbox and a busybox container on the private containerd.
 test: tools vet
+	$(GO) test -count=1 -v -run '^(TestControlPlane|TestContainerdIntegration)$$' ./agenttest ./criruntime 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|readyz|sandbox|SIGTERM'
 	$(GO) test $(TEST_FLAGS) ./...
 
 # Unit tests only: no root, no binaries; integration tests skip.
