@@ -1,0 +1,289 @@
+// Command conformance runs the upstream node conformance tests (e2e.test
+// v1.37.2, NodeConformance specs) against a single-node local cluster whose
+// node is fullagent — or, with --agent=kubelet, the upstream kubelet
+// v1.37.2 on the same machine and runtime, for comparison.
+//
+//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--procs=12] [--focus=REGEX]
+//
+// It starts etcd + kube-apiserver (internal/localcp), kube-controller-manager
+// and kube-scheduler, a private containerd with the test images
+// (internal/localcri), and the agent; waits for the node to be Ready; runs
+// ginkgo with the label filter of ENVIRONMENT.md and the skips listed in
+// hack/conformance-skips.txt; writes a JUnit report and prints
+// "N passed, N failed, N skipped". Everything listens on loopback or on the
+// harness's own pod bridge and is stopped when it ends.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/internal/localcp"
+	"github.com/nodekit/nodekit/internal/localcri"
+)
+
+const nodeName = "conformance-node"
+
+const labelFilter = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !/FeatureGate:/ && !/^Feature:/`
+
+func main() {
+	agent := flag.String("agent", "fullagent", "the node agent: fullagent or kubelet")
+	procs := flag.Int("procs", 12, "ginkgo parallel processes")
+	focus := flag.String("focus", "", "run only specs matching this regex")
+	out := flag.String("out", "_output/conformance", "report directory")
+	keep := flag.Bool("keep", false, "leave the cluster running after the tests (for debugging)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *agent, *procs, *focus, *out, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, agent string, procs int, focus, out string, keep bool) error {
+	if agent != "fullagent" && agent != "kubelet" {
+		return fmt.Errorf("--agent=%q: want fullagent or kubelet", agent)
+	}
+	bin, err := localcp.FindBinDir()
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{"kube-controller-manager", "kube-scheduler", "e2e.test", "ginkgo", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("%s missing in %s: run bash hack/build-tools.sh conformance", b, bin)
+		}
+	}
+	out, _ = filepath.Abs(filepath.Join(out, agent))
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "nkconf-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	var procsToStop []*exec.Cmd
+	defer func() {
+		if keep {
+			fmt.Println("conformance: --keep: cluster left running in", dir)
+			return
+		}
+		for i := len(procsToStop) - 1; i >= 0; i-- {
+			_ = procsToStop[i].Process.Signal(syscall.SIGTERM)
+			_ = procsToStop[i].Wait()
+		}
+	}()
+
+	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer cp.Stop(context.WithoutCancel(ctx))
+	}
+	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri")})
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer cri.Stop(context.WithoutCancel(ctx))
+	}
+	logs := filepath.Join(out, "logs")
+	_ = os.MkdirAll(logs, 0o755)
+	start := func(path string, args ...string) error {
+		name := filepath.Base(path)
+		cmd := exec.Command(path, args...)
+		f, err := os.Create(filepath.Join(logs, name+".log"))
+		if err != nil {
+			return err
+		}
+		cmd.Stdout, cmd.Stderr = f, f
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		procsToStop = append(procsToStop, cmd)
+		return nil
+	}
+	if err := start(filepath.Join(bin, "kube-controller-manager"), "--kubeconfig="+cp.AdminKubeconfig,
+		"--controllers=*,-nodeipam", "--use-service-account-credentials=true",
+		"--service-account-private-key-file="+cp.ServiceAccountKeyFile, "--root-ca-file="+cp.CAFile,
+		"--cluster-signing-cert-file="+cp.CAFile, "--cluster-signing-key-file="+cp.CAKeyFile,
+		"--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false"); err != nil {
+		return err
+	}
+	if err := start(filepath.Join(bin, "kube-scheduler"), "--kubeconfig="+cp.AdminKubeconfig, "--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false"); err != nil {
+		return err
+	}
+	nodeKubeconfig, err := cp.NodeKubeconfig(nodeName)
+	if err != nil {
+		return err
+	}
+	root := filepath.Join(dir, "agent")
+	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, start); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cp.Admin)
+	if err != nil {
+		return err
+	}
+	if err := waitReady(ctx, client); err != nil {
+		return err
+	}
+	skips, err := readSkips("hack/conformance-skips.txt")
+	if err != nil {
+		return err
+	}
+	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + labelFilter,
+		"--junit-report=junit.xml", "--output-dir=" + out, "--timeout=80m", "--no-color"}
+	if len(skips) > 0 {
+		args = append(args, "--skip="+strings.Join(skips, "|"))
+	}
+	if focus != "" {
+		args = append(args, "--focus="+focus)
+	}
+	args = append(args, filepath.Join(bin, "e2e.test"), "--", "--kubeconfig="+cp.AdminKubeconfig,
+		"--provider=local", "--num-nodes=1", "--report-dir="+out, "--node-os-distro=debian")
+	g := exec.CommandContext(ctx, filepath.Join(bin, "ginkgo"), args...)
+	g.Stdout, g.Stderr = os.Stdout, os.Stderr
+	g.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
+	runErr := g.Run()
+	passed, failed, skipped, err := summarize(filepath.Join(out, "junit.xml"))
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	fmt.Printf("conformance (%s): %d passed, %d failed, %d skipped\n", agent, passed, failed, skipped)
+	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
+	return nil
+}
+
+// startAgent starts fullagent (built from this checkout) or the upstream
+// kubelet as the cluster's only node.
+func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Containerd, start func(string, ...string) error) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	cfg := filepath.Join(root, "config.yaml")
+	common := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: %s
+containerRuntimeEndpoint: %s
+cgroupDriver: cgroupfs
+clusterDomain: cluster.local
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization:
+  mode: Webhook
+`, filepath.Join(root, "logs"), cri.Endpoint, caFile)
+	if agent == "kubelet" {
+		common += "failCgroupV1: false\nfailSwapOn: false\nserializeImagePulls: false\n"
+	}
+	if err := os.WriteFile(cfg, []byte(common), 0o644); err != nil {
+		return err
+	}
+	args := []string{"--kubeconfig=" + kubeconfig, "--config=" + cfg, "--hostname-override=" + nodeName,
+		"--node-ip=" + cri.Gateway.String(), "--root-dir=" + filepath.Join(root, "root")}
+	if agent == "kubelet" {
+		return start(filepath.Join(bin, "kubelet"), args...)
+	}
+	fa := filepath.Join(filepath.Dir(root), "fullagent")
+	b := exec.Command("go", "build", "-o", fa, "./examples/fullagent")
+	b.Stdout, b.Stderr = os.Stderr, os.Stderr
+	if err := b.Run(); err != nil {
+		return fmt.Errorf("build fullagent: %w", err)
+	}
+	return start(fa, args...)
+}
+
+func waitReady(ctx context.Context, client kubernetes.Interface) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return fmt.Errorf("node %s not Ready within 2 minutes", nodeName)
+}
+
+// readSkips reads one regex per line; text after " # " is the reason.
+func readSkips(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		re, _, _ := strings.Cut(line, " # ")
+		out = append(out, strings.TrimSpace(re))
+	}
+	return out, sc.Err()
+}
+
+type junitSuites struct {
+	Suites []struct {
+		Cases []struct {
+			Skipped *struct{} `xml:"skipped"`
+			Failure *struct{} `xml:"failure"`
+			Error   *struct{} `xml:"error"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+func summarize(path string) (passed, failed, skipped int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	var s junitSuites
+	if err := xml.Unmarshal(b, &s); err != nil {
+		return 0, 0, 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	for _, suite := range s.Suites {
+		for _, c := range suite.Cases {
+			switch {
+			case c.Skipped != nil:
+				skipped++
+			case c.Failure != nil || c.Error != nil:
+				failed++
+			default:
+				passed++
+			}
+		}
+	}
+	return passed, failed, skipped, nil
+}
