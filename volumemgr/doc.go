@@ -1,7 +1,43 @@
-// Package volumemgr will own pod volumes: the desired and actual states of
-// the world, the reconciler that mounts and unmounts to converge them, and
-// the volume plugins (emptyDir, hostPath, configMap, secret, downwardAPI,
-// projected) behind a small plugin interface.
+// Package volumemgr owns the volumes of the pods on a node: the desired
+// state (the pods it is given and the volumes their containers mount), the
+// actual state (what is set up under ROOT/pods/UID/volumes), the reconciler
+// that converges the two, and the volume plugins behind the small Plugin
+// interface: emptyDir (disk, or tmpfs for medium Memory), hostPath (with the
+// upstream type checks), configMap, secret, downwardAPI and projected
+// (configMap, secret, downwardAPI and service-account token sources). It
+// also turns a container's volumeMounts into nodekit.Mounts, with safe
+// subPath and subPathExpr handling.
 //
-// It does not create containers; workers wait on it before they do.
+// It does not create containers (the pod worker waits on it before it
+// does), does not remove pod directories themselves (the loop's
+// housekeeping does, once nothing is mounted below them), and has no CSI,
+// persistentVolumeClaim or image volumes yet: a plugin for them fits Plugin
+// without changes to callers.
+//
+//	pod worker                    Manager                      reconciler (Run)
+//	   │ WaitForAttachAndMount ──►  desired += pod  ──wake──►  SetUp each volume
+//	   │ ◄── nil / error naming the volumes ──────────────────  (retry with back-off,
+//	   │ ContainerMounts ───────►  host paths, subPath binds     FailedMount events)
+//	   │                                                        refresh content every
+//	   │                                                        RefreshPeriod, tokens
+//	   │                                                        at 80% of lifetime
+//	   │ WaitForUnmount ────────►  desired -= pod   ──wake──►  TearDown each volume,
+//	   │ ◄── nil when all torn down ──────────────────────────  remove volume dirs
+//
+// Content volumes are written atomically as upstream (a timestamped
+// directory and a ..data symlink swapped by rename, with user-visible
+// symlinks into it). Secret, downwardAPI and projected volumes each live on
+// a tmpfs of their own, so secrets and tokens never reach the disk. After a
+// restart the first Reconcile scans the pod directories and the mount table:
+// volumes of pods that are added again are adopted, the others are torn down
+// once the caller says their pods are gone (RemovePod or CleanupPods).
+//
+// Usage:
+//
+//	c := volumemgr.FromClient(clientset)
+//	m, err := volumemgr.New(volumemgr.Config{RootDir: root, Objects: c, Tokens: c, Events: recorder})
+//	go m.Run(ctx)
+//	err = m.WaitForAttachAndMount(ctx, pod) // before creating containers
+//	mounts, err := m.ContainerMounts(ctx, pod, &pod.Spec.Containers[0])
+//	err = m.WaitForUnmount(ctx, pod) // after the containers stopped
 package volumemgr

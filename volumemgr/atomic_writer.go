@@ -1,0 +1,281 @@
+package volumemgr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The layout of an atomically written volume, as upstream:
+//
+//	DIR/..2026_05_01_10_00_00.123456789/   the real files (one version)
+//	DIR/..data -> ..2026_05_01_10_00_00.123456789
+//	DIR/key    -> ..data/key               what containers see
+//	DIR/sub    -> ..data/sub               (first path element only)
+//
+// A new version is written to a fresh timestamped directory, then
+// ..data_tmp is pointed at it and renamed over ..data: rename(2) swaps the
+// link atomically, so a reader that resolves ..data sees one complete
+// version, never a mix. Names starting with ".." belong to the writer.
+const (
+	dataLink    = "..data"
+	newDataLink = "..data_tmp"
+	tsLayout    = "..2006_01_02_15_04_05."
+	maxNameLen  = 255
+	maxPathLen  = 4096
+)
+
+// fileProjection is one file of an atomically written volume.
+type fileProjection struct {
+	Data []byte
+	Mode int32
+	// FsUser, when set, owns the file (a token readable by the pod's user
+	// only).
+	FsUser *int64
+}
+
+// writeAtomic makes dir hold exactly payload (paths relative to dir), as one
+// atomic version. Nothing is written when the current version already has
+// the same files with the same content. setPerms, if not nil, runs on dir
+// after the new files are written and before they become visible. now names
+// the timestamped directory. The caller serializes writes to one dir.
+func writeAtomic(dir string, payload map[string]fileProjection, now time.Time, setPerms func() error) error {
+	clean := make(map[string]fileProjection, len(payload))
+	for p, f := range payload {
+		if err := validateProjectionPath(p); err != nil {
+			return err
+		}
+		clean[filepath.Clean(p)] = f
+	}
+
+	oldTS, err := os.Readlink(filepath.Join(dir, dataLink))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("read %s link: %w", dataLink, err)
+	}
+	var stale []string
+	if oldTS != "" {
+		oldPath := filepath.Join(dir, oldTS)
+		if stale, err = stalePaths(clean, oldPath); err != nil {
+			return err
+		}
+		same, err := sameContent(clean, oldPath)
+		if err != nil {
+			return err
+		}
+		if same && len(stale) == 0 {
+			// Up to date; the visible links may still be missing (a crash
+			// between the swap and their creation).
+			return linkVisible(dir, clean)
+		}
+	}
+
+	tsDir, err := os.MkdirTemp(dir, now.UTC().Format(tsLayout))
+	if err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	// Group and others must be able to traverse it whatever the umask.
+	if err := os.Chmod(tsDir, 0o755); err != nil {
+		return err
+	}
+	if err := writeFiles(tsDir, clean); err != nil {
+		_ = os.RemoveAll(tsDir)
+		return err
+	}
+	if setPerms != nil {
+		if err := setPerms(); err != nil {
+			_ = os.RemoveAll(tsDir)
+			return fmt.Errorf("set volume ownership: %w", err)
+		}
+	}
+	tmpLink := filepath.Join(dir, newDataLink)
+	if err := os.Remove(tmpLink); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		_ = os.RemoveAll(tsDir)
+		return err
+	}
+	if err := os.Symlink(filepath.Base(tsDir), tmpLink); err != nil {
+		_ = os.RemoveAll(tsDir)
+		return fmt.Errorf("link new data directory: %w", err)
+	}
+	if err := os.Rename(tmpLink, filepath.Join(dir, dataLink)); err != nil {
+		_ = os.Remove(tmpLink)
+		_ = os.RemoveAll(tsDir)
+		return fmt.Errorf("swap %s: %w", dataLink, err)
+	}
+	if err := linkVisible(dir, clean); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range stale {
+		if strings.Contains(p, "/") {
+			continue // removed with the old data directory
+		}
+		if err := os.Remove(filepath.Join(dir, p)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if oldTS != "" {
+		if err := os.RemoveAll(filepath.Join(dir, oldTS)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, removeOrphanVersions(dir, filepath.Base(tsDir)))
+	return errors.Join(errs...)
+}
+
+// validateProjectionPath refuses paths that are empty, absolute, too long,
+// contain a ".." element or start with "..", with upstream's messages.
+func validateProjectionPath(p string) error {
+	if p == "" {
+		return fmt.Errorf("invalid path: must not be empty: %q", p)
+	}
+	if path.IsAbs(p) {
+		return fmt.Errorf("invalid path: must be relative path: %s", p)
+	}
+	if len(p) > maxPathLen {
+		return fmt.Errorf("invalid path: must be less than or equal to %d characters", maxPathLen)
+	}
+	parts := strings.Split(p, "/")
+	for _, part := range parts {
+		if part == ".." {
+			return fmt.Errorf("invalid path: must not contain '..': %s", p)
+		}
+		if len(part) > maxNameLen {
+			return fmt.Errorf("invalid path: filenames must be less than or equal to %d characters", maxNameLen)
+		}
+	}
+	if strings.HasPrefix(parts[0], "..") && len(parts[0]) > 2 {
+		return fmt.Errorf("invalid path: must not start with '..': %s", p)
+	}
+	return nil
+}
+
+// stalePaths returns the paths of the old version (files and directories,
+// relative) that the new payload no longer has.
+func stalePaths(payload map[string]fileProjection, oldDir string) ([]string, error) {
+	keep := map[string]bool{}
+	for p := range payload {
+		for q := p; q != "." && q != ""; q = filepath.Dir(q) {
+			keep[q] = true
+		}
+	}
+	var out []string
+	err := filepath.WalkDir(oldDir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(oldDir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if !keep[rel] {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list current data directory: %w", err)
+	}
+	return out, nil
+}
+
+// sameContent reports whether oldDir already holds every payload file with
+// the same bytes.
+func sameContent(payload map[string]fileProjection, oldDir string) (bool, error) {
+	for p, f := range payload {
+		b, err := os.ReadFile(filepath.Join(oldDir, p))
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if !bytes.Equal(b, f.Data) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func writeFiles(dir string, payload map[string]fileProjection) error {
+	for p, f := range payload {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(f.Mode) & os.ModePerm
+		if err := os.WriteFile(full, f.Data, mode); err != nil {
+			return err
+		}
+		// WriteFile's mode is filtered by the umask; the volume's is not.
+		if err := os.Chmod(full, mode); err != nil {
+			return err
+		}
+		if f.FsUser != nil {
+			if err := os.Lchown(full, int(*f.FsUser), -1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// linkVisible creates DIR/first -> ..data/first for the first element of
+// every payload path that has no link yet.
+func linkVisible(dir string, payload map[string]fileProjection) error {
+	for p, f := range payload {
+		first, _, _ := strings.Cut(p, "/")
+		link := filepath.Join(dir, first)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := os.Symlink(filepath.Join(dataLink, first), link); err != nil {
+			return fmt.Errorf("link %s: %w", first, err)
+		}
+		if f.FsUser != nil {
+			if err := os.Lchown(link, int(*f.FsUser), -1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeOrphanVersions removes timestamped directories left by an
+// interrupted write (every one but current).
+func removeOrphanVersions(dir, current string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if n == current || n == dataLink || n == newDataLink || !e.IsDir() || !isVersionDir(n) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isVersionDir reports whether name looks like "..YYYY_MM_DD_hh_mm_ss.X".
+func isVersionDir(name string) bool {
+	if len(name) <= len(tsLayout) || !strings.HasPrefix(name, "..") {
+		return false
+	}
+	_, err := time.Parse(tsLayout, name[:len(tsLayout)])
+	return err == nil
+}

@@ -1,0 +1,309 @@
+package volumemgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const (
+	// Retry back-off of failed set-ups and tear-downs, as upstream's
+	// operation executor.
+	initialRetry = 500 * time.Millisecond
+	maxRetry     = 2*time.Minute + 2*time.Second
+	// minRefresh keeps a plugin that asks for a refresh in the past from
+	// being called in a loop.
+	minRefresh = time.Second
+	// operationTimeout bounds one SetUp or TearDown.
+	operationTimeout = 2 * time.Minute
+	// maxParallelOps bounds the operations one Reconcile runs at a time.
+	maxParallelOps = 8
+)
+
+// podDirOf is ROOT/pods/UID, as syncloop.PodDir.
+func podDirOf(root string, uid types.UID) string {
+	return filepath.Join(root, "pods", string(uid))
+}
+
+// Run reconciles every reconcile period, and at once when a pod is added or
+// removed, until ctx is done; then it returns ctx.Err(). Volumes stay
+// mounted when it stops: stopping the agent is not a reason to unmount.
+func (m *Manager) Run(ctx context.Context) error {
+	t := m.clock.NewTicker(m.cfg.ReconcilePeriod)
+	defer t.Stop()
+	for {
+		m.Reconcile(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+		case <-m.wake:
+		}
+	}
+}
+
+// op is one SetUp or TearDown the reconciler decided on.
+type op struct {
+	uid     types.UID
+	pod     *v1.Pod // nil for a tear-down
+	vol     *volumeState
+	tear    bool
+	refresh bool // a refresh of a volume already set up
+}
+
+// Reconcile is one pass of the reconciler: on its first call it scans the
+// pod directories and the mount table for volumes left by an earlier run;
+// then it sets up the desired volumes that are not set up (or are due for a
+// refresh), tears down the volumes of pods no longer desired and removes
+// their directories. It blocks until the operations it started are done
+// (they run in parallel, each bounded by a timeout); calls are serialized.
+// Failures are retried at later calls with exponential back-off; a failed
+// set-up is reported as a FailedMount event on the pod.
+func (m *Manager) Reconcile(ctx context.Context) {
+	m.reconcileMu.Lock()
+	defer m.reconcileMu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	m.scanOnce(ctx)
+	if m.tokens != nil {
+		m.tokens.gc()
+	}
+	ops := m.plan()
+	sem := make(chan struct{}, maxParallelOps)
+	var wg sync.WaitGroup
+	for _, o := range ops {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m.run(ctx, o)
+		})
+	}
+	wg.Wait()
+	m.finishPods(ctx)
+}
+
+// plan decides the operations of this pass.
+func (m *Manager) plan() []op {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.clock.Now()
+	var ops []op
+	for uid, d := range m.desired {
+		a := m.actual[uid]
+		if a == nil {
+			a = &actualPod{volumes: map[string]*volumeState{}}
+			m.actual[uid] = a
+		}
+		a.claimed = true
+		for name, vol := range d.volumes {
+			v := a.volumes[name]
+			if v == nil {
+				v = &volumeState{name: name}
+				a.volumes[name] = v
+			}
+			if v.spec == nil {
+				v.spec = vol
+				if p := m.pluginFor(vol); p != nil && (v.plugin == nil || v.plugin.Name() != p.Name()) {
+					v.plugin = p
+					v.dir = VolumeDir(m.podDir(uid), p.Name(), name)
+				}
+			}
+			switch {
+			case !v.setUp && !now.Before(v.retryAt):
+				ops = append(ops, op{uid: uid, pod: d.pod, vol: v})
+			case v.setUp && v.refresh && (d.refreshNow || !now.Before(v.refreshAt)):
+				ops = append(ops, op{uid: uid, pod: d.pod, vol: v, refresh: true})
+			}
+		}
+		d.refreshNow = false
+	}
+	for uid, a := range m.actual {
+		if _, ok := m.desired[uid]; ok || (!a.claimed && !m.released[uid]) {
+			continue
+		}
+		for _, v := range a.volumes {
+			if !now.Before(v.retryAt) {
+				ops = append(ops, op{uid: uid, vol: v, tear: true})
+			}
+		}
+	}
+	return ops
+}
+
+// run carries out one operation and records its result.
+func (m *Manager) run(parent context.Context, o op) {
+	ctx, cancel := context.WithTimeout(parent, operationTimeout)
+	defer cancel()
+	log := logger(ctx).WithValues("podUID", o.uid, "volume", o.vol.name)
+	if o.tear {
+		err := m.tearDown(ctx, o)
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if err != nil && parent.Err() != nil {
+			return
+		}
+		if err != nil {
+			log.Error(err, "Unable to tear down a volume; will retry")
+			m.failLocked(o.vol, err)
+			return
+		}
+		log.V(2).Info("Volume torn down")
+		if a := m.actual[o.uid]; a != nil && a.volumes[o.vol.name] == o.vol {
+			delete(a.volumes, o.vol.name)
+		}
+		m.broadcastLocked()
+		return
+	}
+
+	var res *SetUpResult
+	err := fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
+	if o.vol.plugin != nil {
+		res, err = o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
+		if err == nil && res == nil {
+			err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil && parent.Err() != nil {
+		return // the agent is stopping: nothing to report
+	}
+	if err != nil {
+		if o.refresh {
+			log.Error(err, "Unable to refresh a volume; keeping its current content")
+		} else {
+			log.V(2).Info("Unable to set up a volume; will retry", "err", err)
+		}
+		m.events.Eventf(o.pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed for volume %q : %v", o.vol.name, err)
+		m.failLocked(o.vol, err)
+		if o.vol.setUp {
+			o.vol.refreshAt = o.vol.retryAt
+		}
+		m.broadcastLocked()
+		return
+	}
+	now := m.clock.Now()
+	v := o.vol
+	if !v.setUp {
+		log.V(2).Info("Volume set up")
+	}
+	v.setUp, v.err, v.backoff, v.retryAt = true, nil, 0, time.Time{}
+	v.path, v.readOnly, v.refresh = res.Path, res.ReadOnly, res.Refresh
+	if v.path == "" {
+		v.path = v.dir
+	}
+	if v.refresh {
+		next := now.Add(m.cfg.RefreshPeriod)
+		if !res.RefreshBy.IsZero() && res.RefreshBy.Before(next) {
+			next = res.RefreshBy
+		}
+		v.refreshAt = maxTime(next, now.Add(minRefresh))
+	}
+	m.broadcastLocked()
+}
+
+// failLocked records an error and schedules the retry.
+func (m *Manager) failLocked(v *volumeState, err error) {
+	v.err = err
+	v.backoff = nextBackoff(v.backoff)
+	v.retryAt = m.clock.Now().Add(v.backoff)
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	if d == 0 {
+		return initialRetry
+	}
+	return min(2*d, maxRetry)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// tearDown removes the subPath bind mounts of the volume, then has the
+// plugin tear it down.
+func (m *Manager) tearDown(ctx context.Context, o op) error {
+	podDir := m.podDir(o.uid)
+	if err := cleanSubPaths(ctx, m.mounter, podDir, o.vol.name); err != nil {
+		return err
+	}
+	if o.vol.plugin == nil {
+		return nil // never set up: nothing on disk
+	}
+	return o.vol.plugin.TearDown(ctx, &TearDownRequest{
+		PodUID: o.uid, Volume: o.vol.spec, VolumeName: o.vol.name, PodDir: podDir, Dir: o.vol.dir,
+	})
+}
+
+// finishPods removes the volume directories of pods that are no longer
+// desired and have no volume left, then forgets them.
+func (m *Manager) finishPods(ctx context.Context) {
+	m.mu.Lock()
+	var done []types.UID
+	now := m.clock.Now()
+	for uid, a := range m.actual {
+		if _, ok := m.desired[uid]; ok || len(a.volumes) > 0 || (!a.claimed && !m.released[uid]) {
+			continue
+		}
+		if now.Before(m.podRetry[uid]) {
+			continue
+		}
+		done = append(done, uid)
+	}
+	m.mu.Unlock()
+	for _, uid := range done {
+		err := m.removePodVolumeDirs(ctx, uid)
+		m.mu.Lock()
+		if err != nil {
+			logger(ctx).Error(err, "Unable to remove the volume directories of a pod; will retry", "podUID", uid)
+			m.podBackoff[uid] = nextBackoff(m.podBackoff[uid])
+			m.podRetry[uid] = now.Add(m.podBackoff[uid])
+		} else if a := m.actual[uid]; a != nil && len(a.volumes) == 0 {
+			if _, ok := m.desired[uid]; !ok {
+				delete(m.actual, uid)
+				delete(m.released, uid)
+				delete(m.podRetry, uid)
+				delete(m.podBackoff, uid)
+				m.broadcastLocked()
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// removePodVolumeDirs removes PODDIR/volume-subpaths, the plugin
+// directories under PODDIR/volumes and PODDIR/plugins when they are empty,
+// and those two directories. Directories of volumes the agent does not know
+// (a plugin it lacks) are left in place.
+func (m *Manager) removePodVolumeDirs(ctx context.Context, uid types.UID) error {
+	podDir := m.podDir(uid)
+	if err := cleanAllSubPaths(ctx, m.mounter, podDir); err != nil {
+		return err
+	}
+	var errs []error
+	for _, top := range []string{"volumes", "plugins"} {
+		dir := filepath.Join(podDir, top)
+		entries, err := readDirIfExists(dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				errs = append(errs, removeEmpty(filepath.Join(dir, e.Name())))
+			}
+		}
+		errs = append(errs, removeEmpty(dir))
+	}
+	return errors.Join(errs...)
+}
