@@ -1,0 +1,162 @@
+// Command customruntime is a node agent whose pods are plain host
+// processes: its nodekit.Runtime (procRuntime) runs each container's command
+// with os/exec, and nodekit does the rest — restart policy, crash-loop
+// back-off, liveness/readiness/startup probes, lifecycle hooks, pod status.
+// Pods come from a directory of manifests; statuses are printed.
+//
+//	go run ./examples/customruntime -manifests ./pods
+//
+// The processes run as the agent's user, with no isolation: run only
+// commands you trust. Stopping the agent kills them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+func main() {
+	cfg := config{nodeName: "proc-node", sink: printSink{os.Stdout}}
+	flag.StringVar(&cfg.manifests, "manifests", "", "directory of pod manifests (required)")
+	flag.StringVar(&cfg.rootDir, "root-dir", filepath.Join(os.TempDir(), "customruntime"), "the agent's state and the pods' working directories")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "customruntime:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	manifests, rootDir, nodeName string
+	sink                         nodekit.StatusSink
+}
+
+// run wires the agent and runs it until ctx is done.
+func run(ctx context.Context, cfg config) error {
+	if cfg.manifests == "" {
+		return errors.New("-manifests is required")
+	}
+	rt := &procRuntime{dir: filepath.Join(cfg.rootDir, "procs"), pods: map[types.UID]*procPod{}}
+	defer rt.Close()
+	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
+	cache := pleg.NewCache()
+	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	self := &selfMirrors{pods: map[string]*v1.Pod{}}
+	var loop *syncloop.Loop
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: cfg.sink, Mirrors: self,
+		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	if err != nil {
+		return err
+	}
+	prober, err := probes.NewManager(probes.Config{Status: status, Execer: rt})
+	if err != nil {
+		return err
+	}
+	loop, err = syncloop.New(syncloop.Config{
+		Runtime: rt, Cache: cache, Status: status, Updates: self.tee(ctx, pods.Updates()), SourcesReady: pods.SeenAllSources,
+		Events: relist.Events(), Health: func(context.Context) error { return relist.Healthy() },
+		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
+		Hooks:   probes.NewHookRunner(probes.HookConfig{Execer: rt}),
+		RootDir: cfg.rootDir,
+	})
+	if err != nil {
+		return err
+	}
+	relist.Relist(ctx)
+	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run, prober.Run} {
+		go func() { _ = part(ctx) }()
+	}
+	return loop.Run(ctx)
+}
+
+// probeResults hands the probe manager's results to the loop.
+type probeResults struct{ m *probes.Manager }
+
+func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
+	r, ok := p.m.Result(probes.Kind(k), id)
+	return syncloop.ProbeResult(r), ok
+}
+
+// selfMirrors makes each static pod its own mirror pod: statusmgr publishes
+// a static pod's status only to its mirror (the API server's copy), so with
+// no API server the sink gets the static pod itself. The lookup is by name:
+// while a manifest is replaced, the old pod's last statuses go out under the
+// new one.
+type selfMirrors struct {
+	mu   sync.Mutex
+	pods map[string]*v1.Pod // by NAME_NAMESPACE
+}
+
+func (s *selfMirrors) GetMirrorPod(fullName string) (*v1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pods[fullName]
+	return p, ok
+}
+
+// tee records the pods of each update on its way to the loop.
+func (s *selfMirrors) tee(ctx context.Context, in <-chan nodekit.PodUpdate) <-chan nodekit.PodUpdate {
+	out := make(chan nodekit.PodUpdate)
+	go func() {
+		defer close(out)
+		for u := range in {
+			s.mu.Lock()
+			for _, p := range u.Pods {
+				if u.Op == nodekit.REMOVE {
+					delete(s.pods, p.Name+"_"+p.Namespace)
+				} else {
+					s.pods[p.Name+"_"+p.Namespace] = p
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// printSink prints one line per published status.
+type printSink struct{ w io.Writer }
+
+func (s printSink) SetPodStatus(_ context.Context, pod *v1.Pod, st *v1.PodStatus) error {
+	var cs []string
+	for _, c := range st.ContainerStatuses {
+		state := "waiting"
+		if c.State.Running != nil {
+			state = "running"
+		} else if c.State.Terminated != nil {
+			state = "terminated"
+		}
+		cs = append(cs, fmt.Sprintf("%s=%s(ready=%v,restarts=%d)", c.Name, state, c.Ready, c.RestartCount))
+	}
+	_, err := fmt.Fprintf(s.w, "%s/%s %s %s\n", pod.Namespace, pod.Name, st.Phase, strings.Join(cs, " "))
+	return err
+}
+
+func (s printSink) DeletePod(context.Context, *v1.Pod) error { return nil }

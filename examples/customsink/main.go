@@ -1,0 +1,151 @@
+// Command customsink is a node agent without an API server — static pods
+// from a directory, run on a CRI runtime such as containerd — that reports
+// pod statuses as JSON lines (jsonSink) on stdout or to a file. Swap jsonSink
+// for an MQTT or HTTP client to ship them elsewhere.
+//
+//	go run ./examples/customsink -manifests /etc/kubernetes/manifests -out /var/log/pods.jsonl
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+func main() {
+	var cfg config
+	var out string
+	cfg.nodeName, _ = os.Hostname()
+	flag.StringVar(&cfg.endpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint")
+	flag.StringVar(&cfg.manifests, "manifests", "/etc/kubernetes/manifests", "directory of static pod manifests")
+	flag.StringVar(&cfg.rootDir, "root-dir", "/var/lib/customsink", "the agent's state")
+	flag.StringVar(&cfg.podLogsDir, "pod-logs-dir", "/var/log/pods", "where container logs go")
+	flag.StringVar(&cfg.nodeName, "node-name", cfg.nodeName, "the node's name")
+	flag.StringVar(&out, "out", "-", "file the JSON lines are appended to; - is stdout")
+	flag.Parse()
+	cfg.out = os.Stdout
+	if out != "-" {
+		f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "customsink:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		cfg.out = f
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "customsink:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	endpoint, manifests, rootDir, podLogsDir, nodeName string
+	out                                                io.Writer
+}
+
+// run wires the agent and runs it until ctx is done. Containers keep
+// running after it returns; a restarted agent adopts them.
+func run(ctx context.Context, cfg config) error {
+	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: cfg.endpoint, PodLogsDir: cfg.podLogsDir})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	}()
+	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
+	cache := pleg.NewCache()
+	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	self := &selfMirrors{pods: map[string]*v1.Pod{}}
+	var loop *syncloop.Loop
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: newJSONSink(cfg.out), Mirrors: self,
+		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	if err != nil {
+		return err
+	}
+	loop, err = syncloop.New(syncloop.Config{
+		Runtime: rt, Cache: cache, Status: status, Updates: self.tee(ctx, pods.Updates()),
+		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
+		Health: func(ctx context.Context) error {
+			if err := rt.Ready(ctx); err != nil {
+				return err
+			}
+			return relist.Healthy()
+		},
+		ContainerHash: criruntime.HashContainer,
+		RootDir:       cfg.rootDir,
+	})
+	if err != nil {
+		return err
+	}
+	relist.Relist(ctx)
+	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run} {
+		go func() { _ = part(ctx) }()
+	}
+	return loop.Run(ctx)
+}
+
+// selfMirrors makes each static pod its own mirror pod: statusmgr publishes
+// a static pod's status only to its mirror (the API server's copy), so with
+// no API server the sink gets the static pod itself. The lookup is by name:
+// while a manifest is replaced, the old pod's last statuses go out under the
+// new one.
+type selfMirrors struct {
+	mu   sync.Mutex
+	pods map[string]*v1.Pod // by NAME_NAMESPACE
+}
+
+func (s *selfMirrors) GetMirrorPod(fullName string) (*v1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pods[fullName]
+	return p, ok
+}
+
+// tee records the pods of each update on its way to the loop.
+func (s *selfMirrors) tee(ctx context.Context, in <-chan nodekit.PodUpdate) <-chan nodekit.PodUpdate {
+	out := make(chan nodekit.PodUpdate)
+	go func() {
+		defer close(out)
+		for u := range in {
+			s.mu.Lock()
+			for _, p := range u.Pods {
+				if u.Op == nodekit.REMOVE {
+					delete(s.pods, p.Name+"_"+p.Namespace)
+				} else {
+					s.pods[p.Name+"_"+p.Namespace] = p
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}

@@ -1,0 +1,168 @@
+// Command standalone is the smallest useful node agent: no API server, the
+// static pods of a manifest directory run on a CRI runtime (containerd),
+// with restart policy, back-off, probes and lifecycle hooks, and their
+// statuses logged. It is what an appliance or an edge box needs.
+//
+//	go run ./examples/standalone -manifests /etc/kubernetes/manifests
+//
+// Adding, changing or removing a manifest starts, replaces or stops its
+// pod. Stopping the agent leaves the containers running; the next run
+// adopts them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
+)
+
+func main() {
+	var cfg config
+	cfg.nodeName, _ = os.Hostname()
+	flag.StringVar(&cfg.endpoint, "runtime-endpoint", "unix:///run/containerd/containerd.sock", "CRI endpoint")
+	flag.StringVar(&cfg.manifests, "manifests", "/etc/kubernetes/manifests", "directory of static pod manifests")
+	flag.StringVar(&cfg.rootDir, "root-dir", "/var/lib/standalone", "the agent's state: pod directories")
+	flag.StringVar(&cfg.podLogsDir, "pod-logs-dir", "/var/log/pods", "where container logs go")
+	flag.StringVar(&cfg.nodeName, "node-name", cfg.nodeName, "the node's name, a suffix of every pod's name")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	if err := run(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		klog.Background().Error(err, "standalone failed")
+		os.Exit(1)
+	}
+}
+
+type config struct{ endpoint, manifests, rootDir, podLogsDir, nodeName string }
+
+// run wires the agent and runs it until ctx is done.
+func run(ctx context.Context, cfg config) error {
+	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: cfg.endpoint, PodLogsDir: cfg.podLogsDir})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+	}()
+	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
+	cache := pleg.NewCache()
+	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	self := &selfMirrors{pods: map[string]*v1.Pod{}}
+	var loop *syncloop.Loop
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: logSink{}, Mirrors: self,
+		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	if err != nil {
+		return err
+	}
+	prober, err := probes.NewManager(probes.Config{Status: status, Execer: rt})
+	if err != nil {
+		return err
+	}
+	loop, err = syncloop.New(syncloop.Config{
+		Runtime: rt, Cache: cache, Status: status, Updates: self.tee(ctx, pods.Updates()),
+		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
+		Health: func(ctx context.Context) error {
+			if err := rt.Ready(ctx); err != nil {
+				return err
+			}
+			return relist.Healthy()
+		},
+		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
+		Hooks:         probes.NewHookRunner(probes.HookConfig{Execer: rt}),
+		ContainerHash: criruntime.HashContainer,
+		RootDir:       cfg.rootDir,
+	})
+	if err != nil {
+		return err
+	}
+	relist.Relist(ctx) // the PLEG is healthy before the loop looks
+	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run, prober.Run} {
+		go func() { _ = part(ctx) }()
+	}
+	return loop.Run(ctx)
+}
+
+// logSink is the local status sink: it logs each new pod status.
+type logSink struct{}
+
+func (logSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) error {
+	kv := []any{"pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP}
+	for _, c := range st.ContainerStatuses {
+		kv = append(kv, "container", c.Name, "ready", c.Ready, "restarts", c.RestartCount)
+	}
+	klog.FromContext(ctx).Info("Pod status", kv...)
+	return nil
+}
+
+func (logSink) DeletePod(context.Context, *v1.Pod) error { return nil }
+
+// probeResults hands the probe manager's results to the loop.
+type probeResults struct{ m *probes.Manager }
+
+func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
+	r, ok := p.m.Result(probes.Kind(k), id)
+	return syncloop.ProbeResult(r), ok
+}
+
+// selfMirrors makes each static pod its own mirror pod: statusmgr publishes
+// a static pod's status only to its mirror (the API server's copy), so with
+// no API server the sink gets the static pod itself. The lookup is by name:
+// while a manifest is replaced, the old pod's last statuses go out under the
+// new one.
+type selfMirrors struct {
+	mu   sync.Mutex
+	pods map[string]*v1.Pod // by NAME_NAMESPACE
+}
+
+func (s *selfMirrors) GetMirrorPod(fullName string) (*v1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.pods[fullName]
+	return p, ok
+}
+
+// tee records the pods of each update on its way to the loop.
+func (s *selfMirrors) tee(ctx context.Context, in <-chan nodekit.PodUpdate) <-chan nodekit.PodUpdate {
+	out := make(chan nodekit.PodUpdate)
+	go func() {
+		defer close(out)
+		for u := range in {
+			s.mu.Lock()
+			for _, p := range u.Pods {
+				if u.Op == nodekit.REMOVE {
+					delete(s.pods, p.Name+"_"+p.Namespace)
+				} else {
+					s.pods[p.Name+"_"+p.Namespace] = p
+				}
+			}
+			s.mu.Unlock()
+			select {
+			case out <- u:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
