@@ -1,7 +1,42 @@
-// Package server will own the kubelet HTTP API on :10250 — health, pods,
-// container logs, exec/attach/port-forward through the runtime's streaming
-// server, metrics and stats — with x509/token authentication and
-// SubjectAccessReview authorization.
+// Package server owns the kubelet HTTP API: the HTTPS endpoint on :10250
+// that the API server calls for `kubectl logs`, `exec`, `attach`,
+// `port-forward` and `get --raw /api/v1/nodes/NAME/proxy/...`, and that
+// monitoring scrapes for metrics and stats. It serves /healthz, /pods,
+// /runningpods/, /containerLogs, /exec, /attach, /portForward, /metrics,
+// /metrics/probes, /metrics/resource, /stats/summary, /configz and (when
+// enabled) /checkpoint, with upstream kubelet's paths, parameters and
+// status codes.
 //
-// It does not collect stats or run containers; it serves what others own.
+// Every request on the secure port is authenticated (x509 client
+// certificates against a CA bundle, bearer tokens through TokenReview;
+// anonymous only when allowed) and authorized with upstream's mapping of
+// paths to nodes/* subresources (SubjectAccessReview, cached). An
+// unauthenticated request gets 401 and an unauthorized one 403 before any
+// handler runs. The serving certificate comes from files, is self-signed
+// at start, or is requested from the API server through a
+// kubernetes.io/kubelet-serving CSR and rotated before it expires
+// (CSRCertificate).
+//
+// The package does not run containers, collect statistics or own any pod
+// state: it reads what other parts own through small interfaces —
+// PodLister (the agent's pods), RuntimePods (the runtime's view),
+// Streamer (CRI Exec/Attach/PortForward URLs, proxied with the caller's
+// SPDY or WebSocket upgrade), LogLocator (CRI log files), StatsProvider
+// (the Summary API) — and answers 503 or 404 for what was not supplied.
+// Metric names for the rest of the agent are defined here
+// (RegisterAgentMetrics, RegisterProbeMetrics) and registered in a
+// registry the caller passes in.
+//
+//	pool, err := server.LoadCertPool(clientCAFile)
+//	srv, err := server.New(server.Config{
+//		NodeName: "node-1",
+//		Authenticator: server.UnionAuthenticator(
+//			server.NewX509Authenticator(pool, nil),
+//			server.NewTokenReviewAuthenticator(cs.AuthenticationV1().TokenReviews(), server.TokenOptions{})),
+//		Authorizer: server.NewSubjectAccessReviewAuthorizer(cs.AuthorizationV1().SubjectAccessReviews(), server.AuthorizerOptions{}),
+//		Pods:       pods, // a PodLister
+//		Runtime:    rt,   // criruntime.Runtime: running pods, log files
+//		Streaming:  rt,   // criruntime.Runtime: CRI Exec/Attach/PortForward
+//	})
+//	go srv.Run(ctx) // :10250 until ctx ends
 package server

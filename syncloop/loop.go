@@ -399,6 +399,10 @@ func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
 	}
 }
 
+// Pods returns every pod the agent was told to run (terminated ones
+// included until they are removed; mirror pods excluded), oldest first.
+func (l *Loop) Pods() []*v1.Pod { return l.store.all() }
+
 // GetPodByUID returns a pod the loop was told to run (not a mirror pod).
 func (l *Loop) GetPodByUID(uid types.UID) (*v1.Pod, bool) { return l.store.get(uid) }
 
@@ -471,6 +475,21 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	}
 	l.syncer.crash.GC()
 	l.syncer.pull.GC()
+	// Volumes of pods that are gone (found on disk after a restart, or of
+	// orphans killed without a spec) are torn down before their dirs go.
+	if v, ok := l.cfg.Volumes.(interface{ CleanupPods(map[types.UID]bool) }); ok {
+		keep := map[types.UID]bool{}
+		for uid := range known {
+			keep[uid] = true
+		}
+		for uid := range desired {
+			keep[uid] = true
+		}
+		for _, rp := range running {
+			keep[rp.ID] = true
+		}
+		v.CleanupPods(keep)
+	}
 	if err := l.cleanupPodDirs(known, running); err != nil {
 		logger.Error(err, "Housekeeping: unable to clean up pod directories")
 	}

@@ -141,6 +141,9 @@ func (c *ControlPlane) apiserverArgs(port int) []string {
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
+		// Dial nodes by their InternalIP: a Hostname address would make the
+		// API server resolve node names through the host resolver.
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 		"--cert-dir=" + filepath.Join(c.Dir, "pki"),
 		"--tls-cert-file=" + pki("apiserver.crt"),
 		"--tls-private-key-file=" + pki("apiserver.key"),
