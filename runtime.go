@@ -46,6 +46,12 @@ type Runtime interface {
 	// every container (exited ones too), newest first. A pod the runtime does
 	// not know yields an empty status, not an error. The result belongs to
 	// the caller.
+	//
+	// The caller trusts it: each ContainerStatus.RestartCount is reported
+	// as the container's restart count, so a runtime must count restarts
+	// itself (one more than the previous instance of the same name); and a
+	// ready sandbox of a pod not on the host network must report an IP, or
+	// the caller asks for a new sandbox on every sync, as upstream does.
 	GetPodStatus(ctx context.Context, uid types.UID, name, namespace string) (*PodStatus, error)
 }
 

@@ -110,7 +110,6 @@ func TestSimNodeImagePullFails(t *testing.T) {
 // As upstream, the pull is tried again once its back-off (10 s, doubling
 // up to 5 min) has passed.
 func TestSimNodeImagePullBackOffEnds(t *testing.T) {
-	t.Skip("syncloop bug: applyBackoff measures the image-pull back-off from now, so it never ends until the entry expires after 10 min")
 	synctest.Test(t, func(t *testing.T) {
 		n := agenttest.StartSimNode(t, agenttest.SimOptions{})
 		n.Runtime().FailImage("busybox", nodekit.ErrImagePull)

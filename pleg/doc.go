@@ -15,7 +15,7 @@
 // just those (Runtime). It does not decide what to do about an event; the
 // sync loop does.
 //
-//	cache := pleg.NewCache(clk)
+//	cache := pleg.NewCache()
 //	g := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clk})
 //	go g.Run(ctx)
 //	for ev := range g.Events() { ... }

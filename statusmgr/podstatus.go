@@ -74,9 +74,9 @@ type Config struct {
 	// Sink receives the statuses to publish and the final deletes.
 	Sink nodekit.StatusSink
 	// Mirrors finds the mirror pod of a static pod (source other than
-	// "api"); a static pod's status is published to its mirror pod, and
-	// waits while there is none. Nil: static pod statuses are cached but
-	// never published.
+	// "api"); a static pod's status is published to its mirror pod of the
+	// same version (config.mirror == config.hash), and waits while there is
+	// none. Nil (no API server): static pods are published as themselves.
 	Mirrors MirrorPodGetter
 	// Pods returns the newest version of a pod the node knows from the API
 	// server. When set, the manager reads deletion timestamps from it (so a

@@ -597,6 +597,17 @@ func TestDeletePodWaitsForDeletionAndTerminalPublication(t *testing.T) {
 	}
 }
 
+func TestStaticPodsWithoutMirrorsPublishThemselves(t *testing.T) {
+	m, sink, _ := newTestManager(t, Config{})
+	static := testPod("edge-app", "c")
+	static.Annotations[annotationConfigSource] = "file"
+	mustSet(t, m, static, runningStatus(running("c", true)))
+	mustSync(t, m)
+	if got := sink.takeSets(); len(got) != 1 || got[0].uid != static.UID {
+		t.Fatalf("published %+v, want the static pod's own status", got)
+	}
+}
+
 func TestStaticPodsPublishToTheirMirror(t *testing.T) {
 	mirrors := map[string]*v1.Pod{}
 	m, sink, _ := newTestManager(t, Config{Mirrors: MirrorPodGetterFunc(func(full string) (*v1.Pod, bool) {
@@ -605,10 +616,21 @@ func TestStaticPodsPublishToTheirMirror(t *testing.T) {
 	})})
 	static := testPod("etcd-node1", "c")
 	static.Annotations[annotationConfigSource] = "file"
+	static.Annotations[annotationConfigHash] = "hash"
 	mustSet(t, m, static, runningStatus(running("c", true)))
 	mustSync(t, m)
 	if got := sink.takeSets(); len(got) != 0 {
 		t.Fatalf("published %+v while the static pod has no mirror pod", got)
+	}
+
+	// A mirror of an earlier version of the manifest gets nothing.
+	stale := testPod("etcd-node1", "c")
+	stale.UID = "mirror-0"
+	stale.Annotations[v1.MirrorPodAnnotationKey] = "older-hash"
+	mirrors["etcd-node1_ns"] = stale
+	mustSync(t, m)
+	if got := sink.takeSets(); len(got) != 0 {
+		t.Fatalf("published %+v to a mirror of another version", got)
 	}
 
 	mirror := testPod("etcd-node1", "c")

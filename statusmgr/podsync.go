@@ -150,12 +150,13 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 		}
 		static := isStatic(s.pod)
 		target := pod
-		if static {
-			if m.mirrors == nil {
-				continue
-			}
+		if static && m.mirrors != nil {
+			// With mirror pods (an API server), a static pod's status goes to
+			// its mirror — only to a mirror of this very version: a stale
+			// one belongs to the previous manifest. Without mirrors the
+			// static pod itself is published, so a vendor's sink sees it.
 			mp, ok := m.mirrors.GetMirrorPod(podFullName(s.pod.Name, s.pod.Namespace))
-			if !ok {
+			if !ok || mp.Annotations[v1.MirrorPodAnnotationKey] != s.pod.Annotations[annotationConfigHash] {
 				continue
 			}
 			target, api = mp, mp

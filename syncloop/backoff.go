@@ -59,6 +59,19 @@ func (b *backoff) InBackoffSince(key string, since time.Time) (bool, time.Durati
 	return left > 0, left
 }
 
+// InBackoff reports whether the delay counted from the last Next has not
+// passed yet (image pulls: measured from the last failure), and how long
+// remains.
+func (b *backoff) InBackoff(key string) (bool, time.Duration) {
+	b.mu.Lock()
+	e, ok := b.entries[key]
+	b.mu.Unlock()
+	if !ok {
+		return false, 0
+	}
+	return b.InBackoffSince(key, e.lastUpdate)
+}
+
 // Delay returns the current delay of a key (0 when none).
 func (b *backoff) Delay(key string) time.Duration {
 	b.mu.Lock()

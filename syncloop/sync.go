@@ -211,7 +211,7 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 		cs := rs.FindContainer(c.Name)
 		if r, ok := s.reasonsOf(pod.UID)[c.Name]; ok && (r.Reason == string(nodekit.ErrImagePull) || r.Reason == string(nodekit.ErrImagePullBackOff)) {
 			key := imageKey(pod, c.Name)
-			if in, left := s.pull.InBackoffSince(key, s.clock.Now().Add(-time.Nanosecond)); in {
+			if in, left := s.pull.InBackoff(key); in {
 				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", c.Image)})
 				if wait == 0 || left < wait {
 					wait = left
