@@ -188,13 +188,14 @@ podLogsDir: %s
 containerRuntimeEndpoint: %s
 cgroupDriver: cgroupfs
 clusterDomain: cluster.local
+address: %s
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: %s}
 authorization:
   mode: Webhook
-`, filepath.Join(root, "logs"), cri.Endpoint, caFile)
+`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, caFile)
 	if agent == "kubelet" {
 		common += "failCgroupV1: false\nfailSwapOn: false\nserializeImagePulls: false\n"
 	}
