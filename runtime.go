@@ -274,6 +274,11 @@ type ContainerOptions struct {
 	// PodContainerDir is where the runtime may keep per-container files such
 	// as the termination-message file; "" disables them.
 	PodContainerDir string
+	// CPUSet and CPUSetMems pin the container to CPUs and NUMA memory nodes
+	// (cpuset syntax, "0-3,8"), as the CPU and memory managers decide; ""
+	// leaves the runtime's default.
+	CPUSet     string
+	CPUSetMems string
 }
 
 // EnvVar is one resolved environment variable.

@@ -102,7 +102,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       r.containerResources(pod, c),
+			Resources:       r.containerResources(pod, c, opts),
 			SecurityContext: sc,
 		},
 	}

@@ -1,8 +1,13 @@
 package criruntime
 
 import (
+	"context"
+	"fmt"
+
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
 )
 
 // CPU shares and quota as the upstream kubelet computes them on Linux.
@@ -41,8 +46,8 @@ func milliCPUToQuota(milli int64) int64 {
 }
 
 // containerResources maps requests and limits to the CRI resources.
-func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerResources {
-	res := &runtimeapi.LinuxContainerResources{}
+func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container, opts *nodekit.ContainerOptions) *runtimeapi.LinuxContainerResources {
+	res := &runtimeapi.LinuxContainerResources{CpusetCpus: opts.CPUSet, CpusetMems: opts.CPUSetMems}
 	req := c.Resources.Requests.Cpu().MilliValue()
 	lim := c.Resources.Limits.Cpu().MilliValue()
 	if req == 0 && lim != 0 {
@@ -55,4 +60,16 @@ func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container) *runtimeapi.Lin
 	}
 	res.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
 	return res
+}
+
+// UpdateContainerResources moves a running container to another cpuset
+// (the CPU manager's reconcile). Only the cpuset is sent; the runtime keeps
+// the other limits.
+func (r *Runtime) UpdateContainerResources(ctx context.Context, id nodekit.ContainerID, cpuset string) error {
+	if err := r.rs.UpdateContainerResources(ctx, id.ID, &runtimeapi.ContainerResources{
+		Linux: &runtimeapi.LinuxContainerResources{CpusetCpus: cpuset},
+	}); err != nil {
+		return fmt.Errorf("criruntime: update cpuset of %s: %w", id, err)
+	}
+	return nil
 }
