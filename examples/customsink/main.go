@@ -14,7 +14,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
@@ -79,15 +78,13 @@ func run(ctx context.Context, cfg config) error {
 	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
 	cache := pleg.NewCache()
 	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
-	self := &selfMirrors{pods: map[string]*v1.Pod{}}
 	var loop *syncloop.Loop
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: newJSONSink(cfg.out), Mirrors: self,
-		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: newJSONSink(cfg.out), Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
 	if err != nil {
 		return err
 	}
 	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: self.tee(ctx, pods.Updates()),
+		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(),
 		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
 		Health: func(ctx context.Context) error {
 			if err := rt.Ready(ctx); err != nil {
@@ -106,46 +103,4 @@ func run(ctx context.Context, cfg config) error {
 		go func() { _ = part(ctx) }()
 	}
 	return loop.Run(ctx)
-}
-
-// selfMirrors makes each static pod its own mirror pod: statusmgr publishes
-// a static pod's status only to its mirror (the API server's copy), so with
-// no API server the sink gets the static pod itself. The lookup is by name:
-// while a manifest is replaced, the old pod's last statuses go out under the
-// new one.
-type selfMirrors struct {
-	mu   sync.Mutex
-	pods map[string]*v1.Pod // by NAME_NAMESPACE
-}
-
-func (s *selfMirrors) GetMirrorPod(fullName string) (*v1.Pod, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.pods[fullName]
-	return p, ok
-}
-
-// tee records the pods of each update on its way to the loop.
-func (s *selfMirrors) tee(ctx context.Context, in <-chan nodekit.PodUpdate) <-chan nodekit.PodUpdate {
-	out := make(chan nodekit.PodUpdate)
-	go func() {
-		defer close(out)
-		for u := range in {
-			s.mu.Lock()
-			for _, p := range u.Pods {
-				if u.Op == nodekit.REMOVE {
-					delete(s.pods, p.Name+"_"+p.Namespace)
-				} else {
-					s.pods[p.Name+"_"+p.Namespace] = p
-				}
-			}
-			s.mu.Unlock()
-			select {
-			case out <- u:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return out
 }
