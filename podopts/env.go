@@ -110,6 +110,11 @@ func NewResolver(cfg Config) *Resolver {
 // which belongs in the CreateContainerConfigError status. The result belongs
 // to the caller.
 func (r *Resolver) Envs(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) ([]nodekit.EnvVar, error) {
+	if pod.Spec.HostNetwork && len(podIPs) == 0 {
+		// A host-network pod has the node's addresses; its sandbox reports
+		// none.
+		podIPs = r.cfg.NodeIPs
+	}
 	if pod == nil || c == nil {
 		return nil, fmt.Errorf("podopts: Envs needs a pod and a container")
 	}

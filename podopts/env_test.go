@@ -492,3 +492,17 @@ func TestEnvsServiceLinks(t *testing.T) {
 		}
 	})
 }
+
+func TestHostNetworkPodIPIsTheNodeIP(t *testing.T) {
+	r := NewResolver(Config{NodeIPs: []string{"192.0.2.7"}})
+	pod := &v1.Pod{Spec: v1.PodSpec{HostNetwork: true, Containers: []v1.Container{{Name: "c", Env: []v1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+	}}}}}
+	envs, err := r.Envs(t.Context(), pod, &pod.Spec.Containers[0], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(envs) != 1 || envs[0].Value != "192.0.2.7" {
+		t.Fatalf("envs = %+v, want POD_IP=192.0.2.7", envs)
+	}
+}

@@ -158,6 +158,9 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 			}
 			st.ImageID, st.ContainerID = prev.ImageID, prev.ContainerID
 		}
+		if init && !isSidecar(c) && st.State.Terminated != nil && st.State.Terminated.ExitCode == 0 {
+			st.Ready = true // a completed init container counts as ready, as upstream
+		}
 		if r, ok := in.reasons[c.Name]; ok && st.State.Running == nil && !in.terminal {
 			if st.State.Terminated != nil {
 				st.LastTerminationState = st.State
@@ -335,8 +338,17 @@ func conditions(in statusInput, s v1.PodStatus, initialized bool) []v1.PodCondit
 	owned := map[v1.PodConditionType]bool{
 		v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true,
 	}
-	for _, c := range in.old.Conditions {
+	// Conditions others own (readiness gates, DisruptionTarget, ...) come
+	// from the API object, which they write to, else from the last status.
+	foreign := map[v1.PodConditionType]bool{}
+	for _, c := range pod.Status.Conditions {
 		if !owned[c.Type] {
+			out = append(out, c)
+			foreign[c.Type] = true
+		}
+	}
+	for _, c := range in.old.Conditions {
+		if !owned[c.Type] && !foreign[c.Type] {
 			out = append(out, c)
 		}
 	}
@@ -411,7 +423,7 @@ func conditions(in statusInput, s v1.PodStatus, initialized bool) []v1.PodCondit
 		var gates []string
 		for _, g := range pod.Spec.ReadinessGates {
 			ok := false
-			for _, c := range in.old.Conditions {
+			for _, c := range out {
 				ok = ok || (c.Type == g.ConditionType && c.Status == v1.ConditionTrue)
 			}
 			if !ok {

@@ -588,3 +588,42 @@ func (b *blockingKill) KillPod(ctx context.Context, req nodekit.KillPodRequest) 
 	<-b.gate
 	return b.FakeRuntime.KillPod(ctx, req)
 }
+
+func TestReadinessGates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		n := startNode(t, rt, rt)
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		p.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/ready"}}
+		n.send(nodekit.ADD, p)
+		settle(3 * time.Second)
+		if condition(n.status.get(t, "u1"), v1.PodReady) != v1.ConditionFalse {
+			t.Fatal("Ready before the readiness gate is true")
+		}
+		// A controller sets the gate's condition on the API object.
+		gated := p.DeepCopy()
+		gated.Status.Conditions = []v1.PodCondition{{Type: "example.com/ready", Status: v1.ConditionTrue}}
+		n.send(nodekit.RECONCILE, gated)
+		settle(2 * time.Second)
+		s := n.status.get(t, "u1")
+		if condition(s, v1.PodReady) != v1.ConditionTrue || condition(s, "example.com/ready") != v1.ConditionTrue {
+			t.Fatalf("conditions after the gate: %+v", s.Conditions)
+		}
+	})
+}
+
+func TestCompletedInitContainerIsReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		n := startNode(t, rt, rt)
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox"}}
+		n.send(nodekit.ADD, p)
+		settle(2 * time.Second)
+		_ = rt.ExitContainer("u1", "init", 0)
+		settle(3 * time.Second)
+		if c := containerState(t, n.status.get(t, "u1"), "init"); !c.Ready {
+			t.Fatalf("completed init container not ready: %+v", c)
+		}
+	})
+}
