@@ -1,6 +1,19 @@
-// Package stats will own node, pod and container statistics (machine and
-// cgroup readings, CRI stats, ephemeral-storage use) assembled into the
-// upstream Summary API types, for /stats/summary and for eviction.
+// Package stats owns node, pod and container statistics assembled into the
+// upstream Summary API (k8s.io/kubelet/pkg/apis/stats/v1alpha1): node CPU
+// (root cpuacct cgroup or /proc/stat), memory working set and available
+// (root memory cgroup or /proc/meminfo, as upstream computes
+// memory.available), PIDs, nodefs (statfs of the root dir) and imagefs
+// (the runtime's ImageFsInfo plus statfs); pod and container CPU, memory,
+// network and processes from CRI stats; writable layers, logs, emptyDir
+// volumes and per-pod ephemeral storage. CPU nanocores come from two
+// readings with an injected clock when the runtime gives none.
 //
-// It does not act on the numbers.
+// Provider serves server.StatsProvider, eviction.SummaryProvider and
+// gc.ImageFsStats. It does not act on the numbers.
+//
+// Usage:
+//
+//	p, err := stats.New(stats.Config{NodeName: name, RootDir: "/var/lib/kubelet",
+//		PodLogsDir: "/var/log/pods", Runtime: criRuntime, Pods: criRuntime})
+//	sum, err := p.Summary(ctx, false)
 package stats
