@@ -36,6 +36,7 @@ type Containerd struct {
 	Subnet   *net.IPNet // the pods' /24
 	Images   []string   // every image reference imported (tags and repo digests)
 
+	t testing.TB
 	c *localcri.Containerd
 }
 
@@ -95,6 +96,7 @@ func StartContainerd(t testing.TB) *Containerd {
 		Gateway:  c.Gateway,
 		Subnet:   c.Subnet,
 		Images:   images,
+		t:        t,
 		c:        c,
 	}
 }
@@ -111,3 +113,27 @@ func (c *Containerd) HasImage(ref string) bool {
 
 // LogTail returns the last lines of containerd's log, for failure messages.
 func (c *Containerd) LogTail() string { return c.c.LogTail() }
+
+// Restart stops containerd without touching its shims and containers and
+// starts it again on the same config, dirs and socket, as a containerd
+// upgrade does; it returns once the CRI answers again. The test fails on
+// error.
+func (c *Containerd) Restart() {
+	c.t.Helper()
+	if err := c.c.Restart(c.t.Context()); err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+}
+
+// RemoveAllPods stops and removes every pod sandbox and container through
+// the CRI, leaving the node as a host reboot would; containerd keeps
+// running. The test fails on error.
+func (c *Containerd) RemoveAllPods() {
+	c.t.Helper()
+	if err := c.c.RemovePods(c.t.Context()); err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+}
+
+// PID is the pid of the containerd process (it changes with Restart).
+func (c *Containerd) PID() int { return c.c.PID() }

@@ -148,3 +148,40 @@ func (c *ControlPlane) NodeKubeconfig(name string) string {
 func (c *ControlPlane) LogTail(process string) string {
 	return localcp.LogTail(c.Dir, process)
 }
+
+// StopAPIServer stops kube-apiserver and keeps etcd running, with the
+// certificates, kubeconfigs and port, for tests of API-server outages; the
+// test fails on error. Clients see connection errors until StartAPIServer.
+func (c *ControlPlane) StopAPIServer() {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.t.Context()), controlPlaneStopTimeout)
+	defer cancel()
+	if err := c.cp.StopAPIServer(ctx); err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+}
+
+// StartAPIServer starts the API server StopAPIServer stopped again, on the
+// same URL against the same etcd, and returns once /readyz answers ok; the
+// test fails on error.
+func (c *ControlPlane) StartAPIServer() {
+	c.t.Helper()
+	if err := c.cp.StartAPIServer(c.t.Context()); err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+}
+
+// DeleteFromStorage deletes an object straight from etcd, behind the API
+// server's back: for a change made "meanwhile" while the API server is
+// stopped (etcd keeps running), which a restarted API server then serves.
+// resource is the storage path segment ("pods", "configmaps", ...). It
+// reports whether the object was there; the test fails on error.
+func (c *ControlPlane) DeleteFromStorage(resource, namespace, name string) bool {
+	c.t.Helper()
+	key := "/registry/" + resource + "/" + namespace + "/" + name
+	n, err := c.cp.EtcdDelete(c.t.Context(), key)
+	if err != nil {
+		c.t.Fatalf("agenttest: %v", err)
+	}
+	return n > 0
+}

@@ -12,6 +12,13 @@
 // source, and the kubernetes.io/config.* annotations. Errors name the file
 // or URL and the field; one bad manifest never stops the others.
 //
+// CheckpointSource wraps the API source for offline autonomy: it keeps the
+// node's pods and the ConfigMaps, Secrets, Services, service account tokens
+// and Node they use, serves those objects through API server outages
+// (Objects), and, given a file, persists them (WriteCheckpoint: atomic,
+// versioned, checksummed, mode 0600 as it holds Secrets) so that an agent
+// started while the API server is unreachable runs its pods from it.
+//
 // It does not run pods, admit them, create mirror pods or publish status;
 // it never writes to the API server. A vendor's own source (an MQTT topic, a
 // local database) is any nodekit.Source handed to New.

@@ -31,8 +31,11 @@ import (
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volumemgr"
 )
 
 // agent is every part of a running fullagent, wired.
@@ -46,11 +49,22 @@ type agent struct {
 	relist   *pleg.Generic
 	status   *statusmgr.Manager
 	probes   *probes.Manager
+	volumes  *volumemgr.Manager
+	rootDir  string
 	loop     *syncloop.Loop
 	node     *statusmgr.NodeReporter
 	lease    *statusmgr.Heartbeat
 	informer informers.SharedInformerFactory
 	events   record.EventBroadcaster
+	// checkpoint wraps the API source: it keeps the objects pods use
+	// through outages, and persists them with --pod-checkpoint.
+	checkpoint *podconfig.CheckpointSource
+	// localLabels are --node-labels, for a Node built locally (offline).
+	localLabels map[string]string
+	api         *server.Server         // the node API (:10250)
+	stats       *stats.Provider        // /stats/summary
+	apiCert     *server.CSRCertificate // nil unless serverTLSBootstrap
+	metrics     *server.AgentMetrics   // for the PLEG, the loop and eviction to report into
 }
 
 // run builds the agent from the options and runs it until ctx is done.
@@ -85,7 +99,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--root-dir: %w", err)
 	}
-	a := &agent{nodeName: nodeName, cfg: cfg}
+	a := &agent{nodeName: nodeName, cfg: cfg, rootDir: o.rootDir}
 	logger = logger.WithValues("node", nodeName)
 
 	var recorder record.EventRecorder = &record.FakeRecorder{}
@@ -127,7 +141,11 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			podconfig.WithPeriod(cfg.HTTPCheckFrequency.Duration), podconfig.WithHeader(cfg.StaticPodURLHeader)))
 	}
 	if a.client != nil {
-		sources = append(sources, podconfig.NewAPISource(a.client, nodeName))
+		api, err := a.apiSource(o) // checkpoint.go
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, api)
 	}
 	if len(sources) == 0 {
 		return nil, errors.New("no pod source: give --kubeconfig, --pod-manifest-path (staticPodPath) or staticPodURL")
@@ -172,13 +190,24 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	}
 	env := podopts.NewResolver(podopts.Config{NodeIPs: nodeIPs, Events: recorder})
 	if a.client != nil {
-		cl := podopts.FromClient(a.client)
+		cl := a.objects() // cached through API server outages (checkpoint.go)
 		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: nodeIPs, Events: recorder})
 	}
 	builder := &podopts.Builder{
 		Env: env,
 		DNS: &podopts.DNSConfigurer{ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: *cfg.ResolverConfig, NodeIPs: nodeIPs, Events: recorder},
 	}
+	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration,
+		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
+			return env.Envs(ctx, p, c, nil)
+		}}
+	if a.client != nil {
+		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
+	}
+	if a.volumes, err = volumemgr.New(vcfg); err != nil {
+		return nil, err
+	}
+	builder.VolumeMounts = a.volumes.ContainerMounts
 	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder})
 	if err != nil {
 		return nil, err
@@ -186,7 +215,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
 	var secrets syncloop.SecretGetter
 	if a.client != nil {
-		secrets = podopts.FromClient(a.client)
+		secrets = a.objects()
 	}
 	loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
@@ -204,6 +233,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		Hooks:         hooks,
 		Mirror:        mirror,
 		Secrets:       secrets,
+		Volumes:       a.volumes,
 		Recorder:      recorder,
 		Options:       builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }),
 		Sandbox:       builder.Sandbox,
@@ -216,6 +246,13 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		return nil, err
 	}
 	a.loop = loop
+	if a.stats, err = stats.New(stats.Config{NodeName: nodeName, RootDir: o.rootDir, PodLogsDir: cfg.PodLogsDir,
+		Runtime: a.runtime, Pods: a.runtime}); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, nodeIPs); err != nil {
+		return nil, fmt.Errorf("node API: %w", err)
+	}
 
 	if a.client != nil && *cfg.RegisterNode {
 		labels := map[string]string{}
@@ -265,8 +302,9 @@ func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
 		}))
-	lister := a.informer.Core().V1().Nodes().Lister()
-	return admission.NodeFunc(func(context.Context) (*v1.Node, error) { return lister.Get(a.nodeName) }), nil
+	a.informer.Core().V1().Nodes().Lister() // registers the informer before Start
+	// The cached Node, else (offline start) the checkpointed or a local one.
+	return admission.NodeFunc(func(ctx context.Context) (*v1.Node, error) { return a.admissionNode(ctx, machine) }), nil
 }
 
 // reserved is kubeReserved + systemReserved, subtracted from capacity.
@@ -298,17 +336,25 @@ func (a *agent) run(ctx context.Context) error {
 	// already say Ready (the PLEG is healthy once it has relisted).
 	a.relist.Relist(ctx)
 	if a.node != nil {
-		if err := a.node.Register(ctx); err != nil {
-			return fmt.Errorf("register node %s: %w", a.nodeName, err)
-		}
+		a.register(ctx) // not fatal: the API server may be unreachable
 		start("node status", a.node.Run)
 		start("lease", a.lease.Run)
 	}
 	if a.informer != nil {
 		a.informer.Start(ctx.Done())
-		a.informer.WaitForCacheSync(ctx.Done())
+		a.waitNodeCache(ctx) // bounded: the API server may be unreachable
 	}
+	if a.apiCert != nil {
+		start("serving certificate", a.apiCert.Run)
+	}
+	start("node API", a.api.Run)
 	start("status manager", a.status.Run)
+	// Mount propagation (HostToContainer, Bidirectional) needs the root
+	// dir to be a shared mount, as upstream makes it.
+	if err := (volumemgr.HostMounter{}).MakeRShared(ctx, a.rootDir); err != nil {
+		return fmt.Errorf("make %s a shared mount: %w", a.rootDir, err)
+	}
+	start("volumes", a.volumes.Run)
 	start("pleg", a.pleg.Run)
 	start("probes", a.probes.Run)
 	start("pod sources", a.merger.Run)

@@ -30,6 +30,7 @@ type env struct {
 	manifests   string
 	cri         *agenttest.Containerd
 	nodeIP      string
+	rootDir     string
 	cancelAgent context.CancelFunc
 	agentDone   chan error
 }
@@ -39,14 +40,11 @@ func startEnv(t *testing.T) *env {
 	cp := agenttest.StartControlPlane(t)
 	cri := agenttest.StartContainerd(t)
 	client := cp.AdminClient()
-	ctx := t.Context()
-	// No controller-manager runs: give the namespace its default account.
-	_, err := client.CoreV1().ServiceAccounts("default").Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	// No controller-manager runs: give the namespace what it would.
+	cp.SeedNamespace(t, "default")
 	dir := t.TempDir()
-	e := &env{client: client, manifests: filepath.Join(dir, "manifests"), cri: cri, nodeIP: cri.Gateway.String()}
+	agenttest.UnmountBelowOnCleanup(t, dir)
+	e := &env{client: client, manifests: filepath.Join(dir, "manifests"), cri: cri, nodeIP: cri.Gateway.String(), rootDir: filepath.Join(dir, "root")}
 	if err := os.MkdirAll(e.manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -55,10 +53,15 @@ func startEnv(t *testing.T) *env {
 kind: KubeletConfiguration
 podLogsDir: %s
 fileCheckFrequency: 2s
-`, filepath.Join(dir, "logs")))
+syncFrequency: 20s
+address: %s
+authentication:
+  x509:
+    clientCAFile: %s
+`, filepath.Join(dir, "logs"), e.nodeIP, cp.CAFile))
 	o := &options{
 		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,
-		nodeIP: e.nodeIP, rootDir: filepath.Join(dir, "root"), runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,
+		nodeIP: e.nodeIP, rootDir: e.rootDir, runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,
 	}
 	actx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	e.cancelAgent, e.agentDone = cancel, make(chan error, 1)

@@ -53,6 +53,7 @@ type options struct {
 	nodeLabels         mapFlag
 	registerWithTaints taintsFlag
 	logJSON            bool
+	podCheckpoint      bool
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -66,6 +67,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.nodeLabels, "node-labels", "labels to add when registering the node: key=value,...")
 	fs.Var(&o.registerWithTaints, "register-with-taints", "taints to register the node with: key=value:Effect,...")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines")
+	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
+		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+
+		"when it answers, pods deleted meanwhile are stopped. A corrupt checkpoint is reported and ignored")
 }
 
 // mapFlag is key=value,key=value.

@@ -18,7 +18,18 @@ import (
 
 // exec runs a command in a pod's container straight through CRI, as a
 // user with crictl would.
-func (e *env) exec(t *testing.T, p *v1.Pod, container string, cmd ...string) {
+func (e *env) exec(t *testing.T, p *v1.Pod, container string, cmd ...string) string {
+	t.Helper()
+	out, code, err := e.tryExec(t, p, container, cmd...)
+	if err != nil || code != 0 {
+		t.Fatalf("exec %v: code %d, %v, %s", cmd, code, err, out)
+	}
+	return out
+}
+
+// tryExec runs a command and returns its output (stdout then stderr) and
+// exit code.
+func (e *env) tryExec(t *testing.T, p *v1.Pod, container string, cmd ...string) (string, int, error) {
 	t.Helper()
 	rt, err := criruntime.New(t.Context(), criruntime.Config{Endpoint: e.cri.Endpoint})
 	if err != nil {
@@ -27,9 +38,8 @@ func (e *env) exec(t *testing.T, p *v1.Pod, container string, cmd ...string) {
 	defer rt.Close(context.Background())
 	c := containerStatus(p, container)
 	_, id, _ := strings.Cut(c.ContainerID, "://")
-	if _, stderr, code, err := rt.ExecSync(t.Context(), nodekit.ContainerID{ID: id}, cmd, 10*time.Second); err != nil || code != 0 {
-		t.Fatalf("exec %v: code %d, %v, %s", cmd, code, err, stderr)
-	}
+	stdout, stderr, code, err := rt.ExecSync(t.Context(), nodekit.ContainerID{ID: id}, cmd, 10*time.Second)
+	return string(stdout) + string(stderr), code, err
 }
 
 func ready(p *v1.Pod, name string) bool {

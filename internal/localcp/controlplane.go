@@ -87,6 +87,12 @@ type ControlPlane struct {
 	ca        *ca
 	apiserver *proc
 	etcd      *proc
+	// detach says how processes were started (Start's Config.Detach; true
+	// after Attach), for StartAPIServer.
+	detach bool
+	// apiserverCmd is the command line of the API server StopAPIServer
+	// stopped, which StartAPIServer runs again.
+	apiserverCmd []string
 }
 
 func newControlPlane(dir string, log io.Writer) *ControlPlane {
@@ -148,6 +154,7 @@ func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
 		return nil, fmt.Errorf("localcp: %w", err)
 	}
 	c := newControlPlane(dir, cfg.Log)
+	c.detach = cfg.Detach
 	if cfg.pickPorts != nil {
 		c.pickPorts = cfg.pickPorts
 	}
@@ -256,6 +263,7 @@ func Attach(ctx context.Context, dir string) (*ControlPlane, error) {
 		return nil, fmt.Errorf("localcp: state dir %q: %w", dir, err)
 	}
 	c := newControlPlane(dir, nil)
+	c.detach = true // only detached control planes can be attached to
 	var notRunning []string
 	for _, name := range stopOrder() {
 		p, err := liveProc(dir, name)

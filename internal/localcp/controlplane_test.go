@@ -123,7 +123,9 @@ func TestControlPlaneDetachedAttachStopDir(t *testing.T) {
 	if live, err := LiveProcesses(dir); err != nil || len(live) != 0 {
 		t.Errorf("LiveProcesses after StopDir = %v, %v; want none", live, err)
 	}
-	if !cp.apiserver.exited() || !cp.etcd.exited() {
+	// StopDir sees a zombie as gone; this process reaps its children a
+	// moment later.
+	if !cp.apiserver.waitGone(t.Context(), 5*time.Second) || !cp.etcd.waitGone(t.Context(), 5*time.Second) {
 		t.Error("processes still running after StopDir")
 	}
 	if err := StopDir(stopCtx(t), dir); err != nil {

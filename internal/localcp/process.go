@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,11 +64,18 @@ func LogPath(dir, name string) string { return filepath.Join(dir, "logs", name+"
 // survives the caller and the caller's terminal; any other gets SIGKILL when
 // the caller dies (Pdeathsig).
 func startProc(ctx context.Context, dir, name, bin string, args []string, detach bool) (*proc, error) {
+	return startProcLog(ctx, dir, name, bin, args, detach, os.O_TRUNC)
+}
+
+// startProcLog is startProc with the log opened with the extra flag
+// logMode: os.O_TRUNC for a fresh log, os.O_APPEND to keep what an earlier
+// run of the process wrote (a restart).
+func startProcLog(ctx context.Context, dir, name, bin string, args []string, detach bool, logMode int) (*proc, error) {
 	logPath := LogPath(dir, name)
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, fmt.Errorf("start %s: create log dir: %w", name, err)
 	}
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|logMode, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: open log: %w", name, err)
 	}
@@ -83,14 +91,29 @@ func startProc(ctx context.Context, dir, name, bin string, args []string, detach
 	} else {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
-	}
-	p := &proc{name: name, pid: cmd.Process.Pid, dir: dir, done: make(chan struct{})}
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process: fork from a goroutine locked to its thread for the child's
+	// whole life, and unlock it (rather than let it end, which would end
+	// the thread) once the child is reaped. Without this, any goroutine
+	// that ends while locked to the thread that happened to fork this
+	// child kills it.
+	p := &proc{name: name, dir: dir, done: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		p.pid = cmd.Process.Pid
+		started <- nil
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
 	if err := writeFileAtomic(pidFilePath(dir, name), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		_ = p.stop(ctx, 0) // nobody can stop it by pidfile; never leave it behind
 		return nil, fmt.Errorf("start %s: pidfile: %w", name, err)

@@ -33,5 +33,6 @@ func Attach(ctx context.Context, dir string) (*Containerd, error) {
 	return &Containerd{
 		Dir: dir, Socket: st.Socket, Endpoint: "unix://" + st.Socket,
 		Bridge: n.Bridge, Gateway: n.Gateway, Subnet: n.Subnet, st: st,
+		detach: true, // only a detached instance outlives its starter
 	}, nil
 }

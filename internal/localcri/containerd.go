@@ -38,8 +38,9 @@ type Containerd struct {
 	// binary was not found).
 	Images []ImageTar
 
-	st   instanceState
-	done <-chan struct{} // closed when our child exits; nil when not our child
+	st     instanceState
+	done   <-chan struct{} // closed when our child exits; nil when not our child
+	detach bool            // how containerd was started, for Restart
 
 	mu      sync.Mutex
 	stopped bool
@@ -148,7 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return fail(err)
 	}
-	c.st.PID, c.done = pid, done
+	c.st.PID, c.done, c.detach = pid, done, cfg.Detach
 	if err := writeState(l, c.st); err != nil {
 		return fail(err)
 	}
@@ -193,8 +194,12 @@ func spawn(l layout, bins binaries, detach bool) (int, <-chan struct{}, error) {
 	go func() {
 		defer close(done)
 		// Pdeathsig fires when the thread that forked the child exits, so
-		// keep this goroutine on its thread until the child is gone.
+		// keep this goroutine on its thread until the child is gone; then
+		// unlock it: a goroutine that ends locked ends its thread, which
+		// would kill whatever else that thread forked before (with
+		// Pdeathsig), e.g. another test helper's processes.
 		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
 		err := cmd.Start()
 		_ = logFile.Close()
 		started <- err

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekit/nodekit/server"
+)
+
+// newAPIServer builds the node API on cfg.Address:cfg.Port (logs, exec,
+// attach, port-forward, metrics, stats, healthz) from the
+// KubeletConfiguration's authentication, authorization and TLS settings.
+// It also returns the rotating serving certificate when
+// serverTLSBootstrap is set (nil otherwise), whose Run must be started.
+func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) (*server.Server, *server.CSRCertificate, *server.AgentMetrics, error) {
+	cfg := a.cfg
+	reg, probeReg := prometheus.NewRegistry(), prometheus.NewRegistry()
+	metrics, err := server.RegisterAgentMetrics(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if _, err := server.RegisterProbeMetrics(probeReg); err != nil {
+		return nil, nil, nil, err
+	}
+	configz := cfg.DeepCopy()
+	configz.APIVersion, configz.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
+	sc := server.Config{
+		NodeName: a.nodeName, Address: cfg.Address, Port: int(cfg.Port), ReadOnlyPort: int(cfg.ReadOnlyPort),
+		Pods:      server.PodListerFunc(a.podsWithStatus),
+		Runtime:   a.runtime,
+		Streaming: a.runtime,
+		HealthChecks: []server.HealthCheck{
+			server.NamedCheck("syncloop", a.loop.Healthy),
+			server.NamedCheck("pleg", a.pleg.Healthy),
+		},
+		Metrics: reg, ProbeMetrics: probeReg, MetricsRegisterer: reg,
+		Configz: configz,
+		Stats:   a.stats,
+	}
+
+	// Authentication: client certificates, bearer tokens, anonymous.
+	var authns []server.Authenticator
+	if f := cfg.Authentication.X509.ClientCAFile; f != "" {
+		pool, err := server.LoadCertPool(f)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("authentication.x509.clientCAFile: %w", err)
+		}
+		authns = append(authns, server.NewX509Authenticator(pool, nil))
+	}
+	webhookAuthn := cfg.Authentication.Webhook.Enabled == nil || *cfg.Authentication.Webhook.Enabled
+	if webhookAuthn && a.client != nil {
+		authns = append(authns, server.NewTokenReviewAuthenticator(a.client.AuthenticationV1().TokenReviews(),
+			server.TokenOptions{TTL: cfg.Authentication.Webhook.CacheTTL.Duration}))
+	}
+	sc.Authenticator = server.UnionAuthenticator(authns...)
+	sc.AllowAnonymous = cfg.Authentication.Anonymous.Enabled != nil && *cfg.Authentication.Anonymous.Enabled
+
+	// Authorization: SubjectAccessReview (Webhook, the default) or AlwaysAllow.
+	switch cfg.Authorization.Mode {
+	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
+		sc.Authorizer = server.AlwaysAllow{}
+	case kubeletv1beta1.KubeletAuthorizationModeWebhook, "":
+		if a.client == nil {
+			if cfg.Authorization.Mode != "" {
+				return nil, nil, nil, errors.New("authorization.mode: Webhook needs --kubeconfig")
+			}
+			klog.FromContext(ctx).Info("No --kubeconfig: the node API authorizes every authenticated request")
+			sc.Authorizer = server.AlwaysAllow{}
+			break
+		}
+		sc.Authorizer = server.NewSubjectAccessReviewAuthorizer(a.client.AuthorizationV1().SubjectAccessReviews(), server.AuthorizerOptions{
+			AllowTTL: cfg.Authorization.Webhook.CacheAuthorizedTTL.Duration,
+			DenyTTL:  cfg.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
+		})
+	default:
+		return nil, nil, nil, fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", cfg.Authorization.Mode)
+	}
+
+	// Serving certificate: files, a rotating CSR-issued one, or self-signed.
+	var ips []net.IP
+	for _, s := range nodeIPs {
+		ips = append(ips, net.ParseIP(s))
+	}
+	var rotating *server.CSRCertificate
+	switch {
+	case cfg.TLSCertFile != "":
+		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
+			return nil, nil, nil, err
+		}
+	case cfg.ServerTLSBootstrap && a.client != nil:
+		rotating, err = server.NewCSRCertificate(server.CSRConfig{
+			Client: a.client.CertificatesV1().CertificateSigningRequests(), NodeName: a.nodeName,
+			IPs: ips, DNSNames: []string{a.nodeName}, Dir: filepath.Join(o.rootDir, "pki"),
+		})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		sc.Certificate = rotating
+	default:
+		if sc.Certificate, err = server.NewSelfSignedCertificate(a.nodeName, ips, nil, nil); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	srv, err := server.New(sc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return srv, rotating, metrics, nil
+}
+
+// podsWithStatus is /pods: the loop's pods with the status the agent
+// computed (the pod objects carry the API server's).
+func (a *agent) podsWithStatus() []*v1.Pod {
+	pods := a.loop.Pods()
+	out := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if st, ok := a.status.GetPodStatus(p.UID); ok {
+			c := *p
+			c.Status = st
+			p = &c
+		}
+		out = append(out, p)
+	}
+	return out
+}

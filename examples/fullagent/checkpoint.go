@@ -1,0 +1,171 @@
+package main
+
+// Offline autonomy: the pod checkpoint (--pod-checkpoint) and what lets the
+// agent start while the API server cannot be reached.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podopts"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/volumemgr"
+)
+
+// nodeCacheSyncTimeout bounds the wait for the node informer at start: an
+// agent started while the API server is down goes on with the checkpointed
+// (or a locally built) Node instead of waiting for it.
+const nodeCacheSyncTimeout = 10 * time.Second
+
+// checkpointPath is where --pod-checkpoint keeps the checkpoint: in the
+// root dir, beside upstream's other state files (cpu_manager_state, ...).
+func checkpointPath(rootDir string) string { return filepath.Join(rootDir, "pod_checkpoint") }
+
+// objectGetter reads the ConfigMaps, Secrets and Services pods use
+// (environment, volumes, image pull secrets).
+type objectGetter interface {
+	podopts.ConfigMapGetter
+	podopts.SecretGetter
+	podopts.ServiceLister
+}
+
+var _ objectGetter = (*podconfig.CheckpointObjects)(nil)
+
+// apiSource is the API server as a pod source, wrapped in a
+// podconfig.CheckpointSource: it keeps the ConfigMaps, Secrets, Services,
+// tokens and Node the pods use, so that containers still (re)start during
+// an API server outage (the role upstream's informer and watch caches
+// play). With --pod-checkpoint it also persists them with the
+// pods to ROOT/pod_checkpoint, so that pods come back when the agent
+// starts while the API server is unreachable.
+func (a *agent) apiSource(o *options) (nodekit.Source, error) {
+	a.localLabels = o.nodeLabels
+	path := ""
+	if o.podCheckpoint {
+		path = checkpointPath(o.rootDir)
+	}
+	live := podopts.FromClient(a.client)
+	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.client, a.nodeName), podconfig.CheckpointConfig{
+		Path: path, NodeName: a.nodeName,
+		ConfigMaps: live, Secrets: live, Services: live,
+		Tokens: volumemgr.FromClient(a.client),
+		Node:   admission.NodeFunc(a.cachedNode),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod checkpoint: %w", err)
+	}
+	a.checkpoint = cp
+	return cp, nil
+}
+
+// objects reads ConfigMaps, Secrets and Services from the API server
+// through the API source's checkpoint, which serves its copies while the
+// API server is unreachable. Wire it wherever pods' objects are read
+// (environment, image pull secrets). Nil when standalone.
+func (a *agent) objects() objectGetter {
+	if a.checkpoint == nil {
+		return nil
+	}
+	return a.checkpoint.Objects()
+}
+
+// volumeSources are the volume manager's readers of ConfigMaps and Secrets
+// and its service account token requester, through the API source's
+// checkpoint (which also serves the last tokens while the API server is
+// unreachable).
+func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequester) {
+	if a.checkpoint == nil {
+		vc := volumemgr.FromClient(a.client)
+		return vc, vc
+	}
+	o := a.checkpoint.Objects()
+	return o, o
+}
+
+// cachedNode is this node's Node from the node informer's cache.
+func (a *agent) cachedNode(context.Context) (*v1.Node, error) {
+	if a.informer == nil {
+		return nil, errors.New("no node informer")
+	}
+	return a.informer.Core().V1().Nodes().Lister().Get(a.nodeName)
+}
+
+// admissionNode is the Node admission checks pods against: from the
+// informer's cache; while that does not have it (the API server has not
+// answered since the start) the checkpointed Node (with --pod-checkpoint),
+// else one built from this machine, as upstream kubelet's getNodeAnyWay.
+func (a *agent) admissionNode(ctx context.Context, machine statusmgr.MachineInfo) (*v1.Node, error) {
+	if n, err := a.cachedNode(ctx); err == nil {
+		return n, nil
+	}
+	if a.checkpoint != nil {
+		if n, err := a.checkpoint.Objects().Node(ctx); err == nil {
+			return n, nil
+		}
+	}
+	return a.localNode(ctx, machine)
+}
+
+// localNode is the Node the agent would register, built from the machine:
+// its own labels, the registration taints, allocatable = capacity -
+// reserved.
+func (a *agent) localNode(ctx context.Context, machine statusmgr.MachineInfo) (*v1.Node, error) {
+	m, err := machine.Machine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	node := &v1.Node{}
+	node.Name = a.nodeName
+	node.Labels = map[string]string{
+		v1.LabelHostname: a.nodeName, v1.LabelOSStable: runtime.GOOS, v1.LabelArchStable: runtime.GOARCH,
+	}
+	for k, v := range a.localLabels {
+		node.Labels[k] = v
+	}
+	node.Spec.Taints = append([]v1.Taint(nil), a.cfg.RegisterWithTaints...)
+	node.Status.Capacity = v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
+		v1.ResourcePods:   *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI),
+	}
+	node.Status.Allocatable = node.Status.Capacity.DeepCopy()
+	for name, q := range reserved(a.cfg) {
+		if have, ok := node.Status.Allocatable[name]; ok {
+			have.Sub(q)
+			node.Status.Allocatable[name] = have
+		}
+	}
+	return node, nil
+}
+
+// register registers the node; while the API server cannot be reached it
+// logs and lets the node status loop register it later, so pods (static
+// ones, checkpointed ones) do not wait for the API server.
+func (a *agent) register(ctx context.Context) {
+	if err := a.node.Register(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to register the node; the node status loop keeps trying", "node", a.nodeName)
+	}
+}
+
+// waitNodeCache waits, for at most nodeCacheSyncTimeout, for the node
+// informer's first list; admission falls back (admissionNode) meanwhile.
+func (a *agent) waitNodeCache(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, nodeCacheSyncTimeout)
+	defer cancel()
+	synced := a.informer.Core().V1().Nodes().Informer().HasSynced
+	if !cache.WaitForCacheSync(ctx.Done(), synced) {
+		klog.FromContext(ctx).Info("The API server has not listed the Node yet; admitting pods against the checkpointed or local Node meanwhile", "node", a.nodeName)
+	}
+}

@@ -1,0 +1,83 @@
+package localcri
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Restart replaces the containerd process and leaves the containers
+// running: the same container answers, still running since the same time.
+func TestContainerdRestartKeepsContainers(t *testing.T) {
+	requireHost(t)
+	ctx := testContext(t)
+	c, err := Start(ctx, Config{Dir: shortDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	cli, err := dialCRI(c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	sbCfg := &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "sleeper", Namespace: "default", Uid: "sleeper-uid"},
+		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
+	}
+	sb, err := cli.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
+	if err != nil {
+		t.Fatalf("RunPodSandbox: %v", err)
+	}
+	ctr, err := cli.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sb.GetPodSandboxId(),
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+			Image:    &runtimeapi.ImageSpec{Image: BusyboxImage},
+			Command:  []string{"sleep", "3600"},
+		},
+		SandboxConfig: sbCfg,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	id := ctr.GetContainerId()
+	if _, err := cli.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	before, err := cli.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPID := c.PID()
+
+	start := time.Now()
+	if err := c.Restart(ctx); err != nil {
+		t.Fatalf("Restart: %v", err)
+	}
+	t.Logf("restarted in %v", time.Since(start))
+	if c.PID() == oldPID || running(oldPID) {
+		t.Fatalf("containerd pid %d still the same or running after Restart", oldPID)
+	}
+	cli2, err := dialCRI(c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli2.Close()
+	after, err := cli2.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
+	if err != nil {
+		t.Fatalf("ContainerStatus after the restart: %v", err)
+	}
+	if after.GetStatus().GetState() != runtimeapi.ContainerState_CONTAINER_RUNNING || after.GetStatus().GetStartedAt() != before.GetStatus().GetStartedAt() {
+		t.Fatalf("container after the restart: state %v startedAt %d, before %d",
+			after.GetStatus().GetState(), after.GetStatus().GetStartedAt(), before.GetStatus().GetStartedAt())
+	}
+	// The restarted containerd still runs new pods.
+	runPod(ctx, t, c, "echo after-restart")
+}
