@@ -184,20 +184,26 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		nodeIPs = append(nodeIPs, o.nodeIP)
 	}
 	machine := statusmgr.HostMachine{RootDir: o.rootDir}
+	// Allocatable stands in for missing limits in resourceFieldRef env and
+	// downwardAPI volumes, as upstream.
+	allocatable, err := nodeAllocatable(ctx, machine, reserved(cfg))
+	if err != nil {
+		return nil, err
+	}
 	nodeGetter, err := a.nodeGetter(ctx, machine)
 	if err != nil {
 		return nil, err
 	}
-	env := podopts.NewResolver(podopts.Config{NodeIPs: nodeIPs, Events: recorder})
+	env := podopts.NewResolver(podopts.Config{NodeIPs: nodeIPs, NodeAllocatable: allocatable, Events: recorder})
 	if a.client != nil {
 		cl := a.objects() // cached through API server outages (checkpoint.go)
-		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: nodeIPs, Events: recorder})
+		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: nodeIPs, NodeAllocatable: allocatable, Events: recorder})
 	}
 	builder := &podopts.Builder{
 		Env: env,
 		DNS: &podopts.DNSConfigurer{ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: *cfg.ResolverConfig, NodeIPs: nodeIPs, Events: recorder},
 	}
-	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration,
+	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration, NodeAllocatable: allocatable,
 		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
 			return env.Envs(ctx, p, c, nil)
 		}}
@@ -305,6 +311,27 @@ func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (
 	a.informer.Core().V1().Nodes().Lister() // registers the informer before Start
 	// The cached Node, else (offline start) the checkpointed or a local one.
 	return admission.NodeFunc(func(ctx context.Context) (*v1.Node, error) { return a.admissionNode(ctx, machine) }), nil
+}
+
+// nodeAllocatable is the machine's cpu, memory and ephemeral storage less
+// the reservations.
+func nodeAllocatable(ctx context.Context, machine statusmgr.MachineInfo, reserved v1.ResourceList) (v1.ResourceList, error) {
+	m, err := machine.Machine(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("machine info: %w", err)
+	}
+	out := v1.ResourceList{
+		v1.ResourceCPU:              *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
+		v1.ResourceMemory:           *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
+		v1.ResourceEphemeralStorage: *resource.NewQuantity(int64(m.EphemeralStorageBytes), resource.BinarySI),
+	}
+	for name, q := range reserved {
+		if cur, ok := out[name]; ok {
+			cur.Sub(q)
+			out[name] = cur
+		}
+	}
+	return out, nil
 }
 
 // reserved is kubeReserved + systemReserved, subtracted from capacity.
