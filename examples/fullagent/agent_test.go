@@ -349,6 +349,33 @@ func TestFullAgent(t *testing.T) {
 		e.waitPod(t, "cmkey", 90*time.Second, "Running after the key appeared", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	})
 
+	t.Run("envFrom a ConfigMap and a Secret", func(t *testing.T) {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "envfrom"}, Data: map[string]string{"DATA_1": "value-1"}}
+		if _, err := e.client.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "envfrom"}, StringData: map[string]string{"token": "t0p"}}
+		if _, err := e.client.CoreV1().Secrets("default").Create(t.Context(), sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Debian's busybox 1.35 sh drops variables whose names are not
+		// shell identifiers (data-1), so the keys here are.
+		pod := simplePod("envfrom", v1.RestartPolicyNever, `test "$DATA_1$P_DATA_1$SECRET_token" = "value-1value-1t0p" || { env; exit 1; }`)
+		ref := v1.LocalObjectReference{Name: "envfrom"}
+		pod.Spec.Containers[0].EnvFrom = []v1.EnvFromSource{
+			{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: ref}},
+			{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: ref}, Prefix: "P_"},
+			{SecretRef: &v1.SecretEnvSource{LocalObjectReference: ref}, Prefix: "SECRET_"},
+		}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "envfrom", 60*time.Second, "terminal", func(p *v1.Pod) bool {
+			return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+		})
+		if p.Status.Phase != v1.PodSucceeded {
+			t.Fatalf("envFrom variables missing: %s", describeStatus(p))
+		}
+	})
+
 	t.Run("static pod gets a mirror pod", func(t *testing.T) {
 		manifest := filepath.Join(e.manifests, "static.yaml")
 		writeFile(t, manifest, fmt.Sprintf(`apiVersion: v1
