@@ -245,10 +245,14 @@ func TestReadLogFollow(t *testing.T) {
 	appendLog(full[:10])
 	appendLog(full[10:])
 	expect("second\n")
-	// The container exits after a last line: the follow delivers it and ends.
-	running.Store(false)
+	// The container writes a last line and exits: the follow delivers the
+	// line, notices the exit at the next change in the directory, and ends.
 	appendLog(rec("last"))
 	expect("last\n")
+	running.Store(false)
+	if err := os.WriteFile(path+".wake", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := lines.ReadString('\n'); err != io.EOF {
 		t.Fatalf("after the container stopped: %v, want EOF", err)
 	}
