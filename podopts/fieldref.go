@@ -9,7 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodekit/nodekit/internal/downward"
 )
 
 // fieldRefValue resolves a downward-API fieldRef against the pod.
@@ -19,33 +20,10 @@ func (r *Resolver) fieldRefValue(fs *v1.ObjectFieldSelector, pod *v1.Pod, podIPs
 		return "", fmt.Errorf("unsupported pod version: %s", fs.APIVersion)
 	}
 	path := fs.FieldPath
-	if field, key, ok := splitSubscript(path); ok {
-		switch field {
-		case "metadata.annotations":
-			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Annotations[key], nil
-		case "metadata.labels":
-			if errs := validation.IsQualifiedName(key); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Labels[key], nil
-		}
-		return "", fmt.Errorf("field label does not support subscript: %s", path)
+	if v, ok, err := downward.MetadataValue(pod, path); ok {
+		return v, err
 	}
-
 	switch path {
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
 	case "spec.nodeName", "spec.host":
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
@@ -73,33 +51,6 @@ func (r *Resolver) fieldRefValue(fs *v1.ObjectFieldSelector, pod *v1.Pod, podIPs
 		return "", fmt.Errorf("unsupported fieldPath: %s", path)
 	}
 	return "", fmt.Errorf("field label not supported: %s", path)
-}
-
-// splitSubscript splits "metadata.labels['k']" into "metadata.labels" and "k".
-func splitSubscript(path string) (field, key string, ok bool) {
-	rest, found := strings.CutSuffix(path, "']")
-	if !found {
-		return "", "", false
-	}
-	field, key, found = strings.Cut(rest, "['")
-	if !found || field == "" {
-		return "", "", false
-	}
-	return field, key, true
-}
-
-// formatMap renders a map as sorted key="value" lines, as the downward API does.
-func formatMap(m map[string]string) string {
-	var b strings.Builder
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Quote(m[k]))
-	}
-	return b.String()
 }
 
 // hostIPs returns the node's primary IP and the first IP of the other

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/nodekit/nodekit/internal/downward"
 )
 
 // The content plugins (configMap, secret, downwardAPI, projected) write
@@ -243,61 +243,10 @@ func downwardAPIPayload(items []v1.DownwardAPIVolumeFile, pod *v1.Pod, alloc v1.
 
 // podFieldValue renders the metadata fields a downwardAPI volume may show.
 func podFieldValue(pod *v1.Pod, path string) (string, error) {
-	if field, key, ok := splitSubscript(path); ok {
-		switch field {
-		case "metadata.annotations":
-			if errs := validation.IsQualifiedName(strings.ToLower(key)); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Annotations[key], nil
-		case "metadata.labels":
-			if errs := validation.IsQualifiedName(key); len(errs) != 0 {
-				return "", fmt.Errorf("invalid key subscript in %s: %s", path, strings.Join(errs, ";"))
-			}
-			return pod.Labels[key], nil
-		}
-		return "", fmt.Errorf("fieldPath %q does not support subscript", path)
-	}
-	switch path {
-	case "metadata.annotations":
-		return formatMap(pod.Annotations), nil
-	case "metadata.labels":
-		return formatMap(pod.Labels), nil
-	case "metadata.name":
-		return pod.Name, nil
-	case "metadata.namespace":
-		return pod.Namespace, nil
-	case "metadata.uid":
-		return string(pod.UID), nil
+	if v, ok, err := downward.MetadataValue(pod, path); ok {
+		return v, err
 	}
 	return "", fmt.Errorf("unsupported fieldPath: %v", path)
-}
-
-// splitSubscript splits "metadata.labels['k']" into its field and key.
-func splitSubscript(path string) (field, key string, ok bool) {
-	rest, found := strings.CutSuffix(path, "']")
-	if !found {
-		return "", "", false
-	}
-	field, key, found = strings.Cut(rest, "['")
-	if !found || field == "" {
-		return "", "", false
-	}
-	return field, key, true
-}
-
-// formatMap renders k="v" lines sorted by key, values Go-quoted.
-func formatMap(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	lines := make([]string, len(keys))
-	for i, k := range keys {
-		lines[i] = k + "=" + strconv.Quote(m[k])
-	}
-	return strings.Join(lines, "\n")
 }
 
 // containerResourceValue renders a container's limit or request divided by
