@@ -34,6 +34,9 @@ func TestContainerdIntegration(t *testing.T) {
 	if err := rt.Ready(ctx); err != nil {
 		t.Fatalf("runtime not ready: %v", err)
 	}
+	if img, err := rt.SandboxImage(ctx); err != nil || img != agenttest.PauseImage {
+		t.Fatalf("SandboxImage = %q, %v; want %q", img, err, agenttest.PauseImage)
+	}
 
 	t.Run("sandbox IP and container log", func(t *testing.T) {
 		pod := busyboxPod("log", "sh", "-c", "echo hello from $(WHO)")

@@ -2,6 +2,7 @@ package criruntime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -136,6 +137,27 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("criruntime: version: %w", err)
 	}
 	return v.RuntimeName + "://" + v.RuntimeVersion, nil
+}
+
+// SandboxImage returns the image the runtime starts pod sandboxes from
+// (containerd's sandbox_image, from the runtime's verbose status), so
+// image garbage collection can pin it. "" when the runtime does not say.
+func (r *Runtime) SandboxImage(ctx context.Context) (string, error) {
+	st, err := r.rs.Status(ctx, true)
+	if err != nil {
+		return "", fmt.Errorf("criruntime: status: %w", err)
+	}
+	raw, ok := st.GetInfo()["config"]
+	if !ok {
+		return "", nil
+	}
+	var cfg struct {
+		SandboxImage string `json:"sandboxImage"`
+	}
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		return "", fmt.Errorf("criruntime: runtime status config: %w", err)
+	}
+	return cfg.SandboxImage, nil
 }
 
 // Ready reports whether the runtime and its network are ready, with the

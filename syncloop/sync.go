@@ -319,7 +319,14 @@ func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
 
 // SyncTerminatingPod stops every container of the pod within the grace
 // period and records the final status.
-func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, running *nodekit.Pod, grace *int64) error {
+func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, running *nodekit.Pod, grace *int64, edit func(*v1.PodStatus)) error {
+	if edit != nil && len(pod.Spec.Containers) > 0 {
+		// The killer's verdict (an eviction) is recorded before the
+		// containers stop, so it is what the API sees first.
+		st := s.computeStatus(pod, rs, false)
+		edit(&st)
+		s.setStatus(ctx, pod, st)
+	}
 	if running == nil {
 		running = runningOf(rs)
 	} else if rs != nil {

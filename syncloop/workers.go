@@ -57,13 +57,21 @@ type podUpdate struct {
 	// GracePeriod, when set on a kill, shortens (never lengthens) the
 	// termination grace period.
 	GracePeriod *int64
+	// Status, on a kill, edits the status recorded before the containers
+	// are stopped (an eviction's phase, reason and conditions).
+	Status func(*v1.PodStatus)
+	// Evict marks the pod evicted: its content may be removed once it has
+	// terminated even though its API object stays.
+	Evict bool
+	// Done, on a kill, is closed once the pod has terminated.
+	Done chan struct{}
 }
 
 // podSyncer does the work of each phase. Errors are retried with back-off;
 // errRetryAfter asks for a retry at a specific time.
 type podSyncer interface {
 	SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod, status *nodekit.PodStatus) (terminal bool, err error)
-	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *nodekit.PodStatus, running *nodekit.Pod, grace *int64) error
+	SyncTerminatingPod(ctx context.Context, pod *v1.Pod, status *nodekit.PodStatus, running *nodekit.Pod, grace *int64, edit func(*v1.PodStatus)) error
 	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *nodekit.PodStatus) error
 }
 
@@ -91,6 +99,13 @@ type worker struct {
 	mirror  *v1.Pod
 	running *nodekit.Pod
 	grace   *int64
+	// edit is the status edit of the kill that started termination.
+	edit func(*v1.PodStatus)
+	// evicted is set by a kill with Evict; terminated once the
+	// terminating step has succeeded.
+	evicted, terminated bool
+	// waiters are closed once the pod has terminated.
+	waiters []chan struct{}
 	// removed is set when the pod left the configuration.
 	removed bool
 	// goroutine is true while a goroutine works for this pod.
@@ -137,6 +152,9 @@ func (w *workers) Update(ctx context.Context, u podUpdate) {
 	wk, ok := w.pods[uid]
 	if !ok {
 		if u.Pod == nil && u.Running == nil {
+			if u.Done != nil {
+				close(u.Done) // nothing runs under that UID
+			}
 			return
 		}
 		wk = &worker{uid: uid}
@@ -146,6 +164,9 @@ func (w *workers) Update(ctx context.Context, u podUpdate) {
 		// A finished pod comes back only as a new create with the same UID
 		// (a static pod whose manifest returned); start it afresh.
 		if u.Type != UpdateCreate || wk.goroutine || u.Pod == nil || u.Pod.DeletionTimestamp != nil {
+			if u.Done != nil {
+				close(u.Done) // it has terminated already
+			}
 			return
 		}
 		*wk = worker{uid: uid}
@@ -175,8 +196,17 @@ func (w *workers) Update(ctx context.Context, u podUpdate) {
 		}
 		if wk.phase == phaseSyncing {
 			wk.phase = phaseTerminating
+			wk.edit = u.Status
 			if wk.cancel != nil {
 				wk.cancel() // stop an in-flight sync; termination comes next
+			}
+		}
+		wk.evicted = wk.evicted || u.Evict
+		if u.Done != nil {
+			if wk.terminated {
+				close(u.Done)
+			} else {
+				wk.waiters = append(wk.waiters, u.Done)
 			}
 		}
 	}
@@ -211,6 +241,7 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 		u := *wk.pending
 		wk.pending = nil
 		phase, pod, mirror, running, grace, since := wk.phase, wk.pod, wk.mirror, wk.running, wk.grace, wk.lastSync
+		u.Status = wk.edit
 		syncCtx, cancel := context.WithCancel(ctx)
 		wk.cancel = cancel
 		w.mu.Unlock()
@@ -228,6 +259,13 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 			wk.due = wk.lastSync.Add(w.resync)
 			if next, advanced := advance(phase, wk.phase, u.Type); advanced {
 				wk.phase = next
+			}
+			if phase == phaseTerminating && !wk.terminated {
+				wk.terminated = true
+				for _, ch := range wk.waiters {
+					close(ch)
+				}
+				wk.waiters = nil
 			}
 			if wk.phase != phase && wk.phase != phaseFinished {
 				wk.pending = &podUpdate{Type: UpdateSync} // go on to the next phase now
@@ -280,7 +318,7 @@ func (w *workers) step(ctx context.Context, phase workerPhase, u podUpdate, pod,
 		}
 		return err
 	case phaseTerminating:
-		return w.syncer.SyncTerminatingPod(ctx, pod, status, running, grace)
+		return w.syncer.SyncTerminatingPod(ctx, pod, status, running, grace, u.Status)
 	case phaseTerminated:
 		return w.syncer.SyncTerminatedPod(ctx, pod, status)
 	}
@@ -293,6 +331,19 @@ func (w *workers) retryDelay(failures int) time.Duration {
 		d *= 2
 	}
 	return min(d, w.backoffMax)
+}
+
+// Terminated reports whether the pod's worker has finished terminating it
+// and whether the pod was evicted. known is false for a pod without a
+// worker.
+func (w *workers) Terminated(uid types.UID) (terminated, evicted, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wk, ok := w.pods[uid]
+	if !ok {
+		return false, false, false
+	}
+	return wk.terminated, wk.evicted, true
 }
 
 // Due returns the pods whose next sync time has passed and that are not

@@ -65,6 +65,8 @@ type agent struct {
 	stats       *stats.Provider        // /stats/summary
 	apiCert     *server.CSRCertificate // nil unless serverTLSBootstrap
 	metrics     *server.AgentMetrics   // for the PLEG, the loop and eviction to report into
+	reclaim     *reclaim               // container GC, image GC, eviction (reclaim.go)
+	resources   *resources             // CPU, memory and topology managers (resources.go)
 }
 
 // run builds the agent from the options and runs it until ctx is done.
@@ -219,6 +221,11 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		return nil, err
 	}
 	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
+	// The loop is built below; the managers ask it for active pods only
+	// once the agent runs.
+	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return loop.ActivePods() }, a.status); err != nil {
+		return nil, err
+	}
 	var secrets syncloop.SecretGetter
 	if a.client != nil {
 		secrets = a.objects()
@@ -232,7 +239,13 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			}
 			return a.pleg.Healthy()
 		},
-		Admitters:     admission.Builtins(nodeGetter),
+		// Pressure first, as upstream; the eviction manager needs the
+		// loop, so it joins the chain through a closure.
+		// The topology manager (which has the CPU and memory managers
+		// allocate) comes before the built-in predicates, as upstream.
+		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
+			return a.reclaim.eviction.Admit(ctx, req)
+		}), a.resources.topology}, admission.Builtins(nodeGetter)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
 		ProbeUpdates:  a.probes.Updates(),
@@ -241,7 +254,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		Secrets:       secrets,
 		Volumes:       a.volumes,
 		Recorder:      recorder,
-		Options:       builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }),
+		Options:       a.resources.options(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })),
 		Sandbox:       builder.Sandbox,
 		ContainerHash: criruntime.HashContainer,
 		RootDir:       o.rootDir,
@@ -256,6 +269,9 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		Runtime: a.runtime, Pods: a.runtime}); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
+	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
+		return nil, err
+	}
 	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, nodeIPs); err != nil {
 		return nil, fmt.Errorf("node API: %w", err)
 	}
@@ -268,9 +284,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
-			Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
-				v1.NodeReady: readyCondition(a.runtime, a.pleg),
-			},
+			Conditions:            a.nodeConditions(),
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 		})
@@ -283,6 +297,13 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// nodeConditions are Ready and the pressure conditions.
+func (a *agent) nodeConditions() map[v1.NodeConditionType]statusmgr.ConditionProvider {
+	out := a.reclaim.conditions()
+	out[v1.NodeReady] = readyCondition(a.runtime, a.pleg)
+	return out
 }
 
 // nodeGetter gives admission the node: the Node object from the API
@@ -385,6 +406,8 @@ func (a *agent) run(ctx context.Context) error {
 	start("pleg", a.pleg.Run)
 	start("probes", a.probes.Run)
 	start("pod sources", a.merger.Run)
+	a.reclaim.run(start)
+	a.resources.run(start)
 	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- a.loop.Run(ctx) }()

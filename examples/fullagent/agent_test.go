@@ -35,7 +35,15 @@ type env struct {
 	agentDone   chan error
 }
 
-func startEnv(t *testing.T) *env {
+// envOption changes a test agent's configuration: extra
+// KubeletConfiguration lines or its flags.
+type envOption struct {
+	config string
+	flags  func(*options)
+	before func(*env) // runs before the agent starts
+}
+
+func startEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	cp := agenttest.StartControlPlane(t)
 	cri := agenttest.StartContainerd(t)
@@ -58,10 +66,20 @@ address: %s
 authentication:
   x509:
     clientCAFile: %s
-`, filepath.Join(dir, "logs"), e.nodeIP, cp.CAFile))
+`, filepath.Join(dir, "logs"), e.nodeIP, cp.CAFile)+extraConfig(opts))
 	o := &options{
 		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,
 		nodeIP: e.nodeIP, rootDir: e.rootDir, runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,
+		// The flags' defaults, as main sets them.
+		containerGCPeriod: time.Minute, maxDeadPerContainer: 1, maxDeadContainers: -1,
+	}
+	for _, op := range opts {
+		if op.flags != nil {
+			op.flags(o)
+		}
+		if op.before != nil {
+			op.before(e)
+		}
 	}
 	actx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	e.cancelAgent, e.agentDone = cancel, make(chan error, 1)
@@ -78,6 +96,14 @@ authentication:
 		}
 	})
 	return e
+}
+
+func extraConfig(opts []envOption) string {
+	var b strings.Builder
+	for _, op := range opts {
+		b.WriteString(op.config)
+	}
+	return b.String()
 }
 
 func writeFile(t *testing.T, path, content string) {

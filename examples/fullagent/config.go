@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodekit/nodekit/gc"
 )
 
 // loadConfig reads an upstream KubeletConfiguration file strictly: an
@@ -101,6 +103,20 @@ func setDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 		t := true
 		c.RegisterNode = &t
 	}
+	if c.ImageGCHighThresholdPercent == nil {
+		v := int32(85)
+		c.ImageGCHighThresholdPercent = &v
+	}
+	if c.ImageGCLowThresholdPercent == nil {
+		v := int32(80)
+		c.ImageGCLowThresholdPercent = &v
+	}
+	dur(&c.ImageMinimumGCAge, 2*time.Minute)
+	dur(&c.EvictionPressureTransitionPeriod, 5*time.Minute)
+	if c.LocalStorageCapacityIsolation == nil {
+		t := true
+		c.LocalStorageCapacityIsolation = &t
+	}
 }
 
 // validate checks the values nodekit acts on and names the field at fault.
@@ -141,6 +157,16 @@ func validate(c *kubeletv1beta1.KubeletConfiguration) error {
 				return fmt.Errorf("%s[%s]: %q must not be negative", field, k, v)
 			}
 		}
+	}
+	if _, err := evictionThresholds(c); err != nil {
+		return err // names the field and the signal
+	}
+	if err := (gc.ImagePolicy{HighThresholdPercent: int(*c.ImageGCHighThresholdPercent), LowThresholdPercent: int(*c.ImageGCLowThresholdPercent),
+		MinAge: c.ImageMinimumGCAge.Duration, MaxAge: c.ImageMaximumGCAge.Duration}).Validate(); err != nil {
+		return err
+	}
+	if c.EvictionMaxPodGracePeriod < 0 {
+		return fmt.Errorf("evictionMaxPodGracePeriod: %d must not be negative", c.EvictionMaxPodGracePeriod)
 	}
 	for i, t := range c.RegisterWithTaints {
 		if err := validTaint(t); err != nil {

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -54,6 +55,12 @@ type options struct {
 	registerWithTaints taintsFlag
 	logJSON            bool
 	podCheckpoint      bool
+	// Container GC, as kubelet's (deprecated) flags; the period, fixed at
+	// one minute upstream, is a flag here.
+	minContainerTTL     time.Duration
+	containerGCPeriod   time.Duration
+	maxDeadPerContainer int
+	maxDeadContainers   int
 }
 
 func (o *options) bind(fs *flag.FlagSet) {
@@ -66,6 +73,10 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.StringVar(&o.podManifestPath, "pod-manifest-path", "", "static pod manifest directory (overrides staticPodPath)")
 	fs.Var(&o.nodeLabels, "node-labels", "labels to add when registering the node: key=value,...")
 	fs.Var(&o.registerWithTaints, "register-with-taints", "taints to register the node with: key=value:Effect,...")
+	fs.DurationVar(&o.minContainerTTL, "minimum-container-ttl-duration", 0, "minimum age of a dead container before garbage collection")
+	fs.DurationVar(&o.containerGCPeriod, "container-gc-period", time.Minute, "how often dead containers are garbage collected")
+	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "dead instances of one container to keep; negative keeps all")
+	fs.IntVar(&o.maxDeadContainers, "maximum-dead-containers", -1, "dead containers to keep on the node; negative keeps all")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
 		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+
