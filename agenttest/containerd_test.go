@@ -138,6 +138,35 @@ func TestContainerd(t *testing.T) {
 	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: containerID}); err != nil {
 		t.Errorf("RemoveContainer: %v", err)
 	}
+
+	// The agnhost image runs the tools conformance tests use in it.
+	if !cri.HasImage(agenttest.AgnhostImage) {
+		return
+	}
+	tools, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandboxID,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "tools"},
+			Image:    &runtimeapi.ImageSpec{Image: agenttest.AgnhostImage},
+			Command:  []string{"/bin/bash", "-c", "curl --version | head -1 && ip -V && nc -h 2>&1 | head -1 && /agnhost --help >/dev/null && echo tools-ok"},
+			LogPath:  "tools.log",
+		},
+		SandboxConfig: sbConfig,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer agnhost: %v", err)
+	}
+	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: tools.GetContainerId()}); err != nil {
+		t.Fatalf("StartContainer agnhost: %v", err)
+	}
+	st := waitExited(ctx, t, rt, tools.GetContainerId())
+	out, _ := os.ReadFile(filepath.Join(logDir, "tools.log"))
+	if st.GetExitCode() != 0 || !strings.Contains(string(out), "tools-ok") {
+		t.Errorf("agnhost tools: exit %d, log:\n%s", st.GetExitCode(), out)
+	}
+	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: tools.GetContainerId()}); err != nil {
+		t.Errorf("RemoveContainer: %v", err)
+	}
 }
 
 // waitExited polls the container's status until it has exited.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nodekit's local node environment needs:
 # containerd, runc, the CNI plugins, busybox (static, for the test images),
-# umoci, iptables and etcd. Idempotent: does nothing when all are present.
+# umoci, iptables and etcd, and the tools the local agnhost image copies
+# from the machine (curl, netcat-openbsd). Idempotent: does nothing when all are present.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,9 @@ have umoci || need+=(umoci)
 have iptables || need+=(iptables)
 have etcd || need+=(etcd-server)
 have ip || need+=(iproute2)
+# Copied into the local agnhost image, as upstream's carries them.
+have curl || need+=(curl)
+[ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-deps: all packages present"

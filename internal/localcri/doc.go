@@ -18,7 +18,9 @@
 // agnhost) as OCI image layout tarballs, in Go and deterministically, caches
 // them in Config.ImageCache and imports them at start; no registry is
 // needed. The agnhost image needs a static agnhost binary in Config.BinDir
-// and is left out, with a logged warning, without one.
+// and is left out, with a logged warning, without one. Like upstream's
+// agnhost image it carries bash, curl, iproute2's ip and netcat, copied
+// from this machine with the shared libraries ldd names.
 //
 // What it does not own or do: it installs nothing (containerd, runc,
 // busybox-static, iptables and the CNI plugins in /usr/lib/cni must be

@@ -111,13 +111,23 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 		if err != nil {
 			return nil, fmt.Errorf("build images: %w", err)
 		}
+		tools, toolInputs, skipped, err := hostToolsLayer(ctx, agnhostTools)
+		if err != nil {
+			return nil, fmt.Errorf("build images: agnhost tools: %w", err)
+		}
+		if len(skipped) > 0 {
+			logger.Info("WARNING: the agnhost image lacks tools upstream's has", "missing", skipped)
+		}
 		specs = append(specs, imageSpec{
 			name:       ImageAgnhost,
 			tags:       []string{AgnhostImage},
 			entrypoint: []string{"/agnhost"},
 			cmd:        []string{"pause"},
-			extra:      func(context.Context) ([]fileEntry, error) { return agnhostLayer(agnhost) },
-			inputs:     []string{agnhostSum},
+			extra: func(context.Context) ([]fileEntry, error) {
+				l, err := agnhostLayer(agnhost)
+				return append(l, tools...), err
+			},
+			inputs: append([]string{agnhostSum}, toolInputs...),
 		})
 	}
 
