@@ -2,14 +2,15 @@
 // predicate admitters: OS, supplementalGroupsPolicy, resource fit (cpu,
 // memory, ephemeral-storage, hugepages, extended resources, pod count), node
 // selector and required node affinity, node name, host ports, and NoExecute
-// taints. Each built-in rejects with upstream v1.37's Reason and Message
+// taints; and the sysctl allowlist (Sysctls: the kernel's safe sysctls plus
+// allowedUnsafeSysctls, SysctlForbidden otherwise). Each built-in rejects with upstream v1.37's Reason and Message
 // (OutOfcpu, NodeAffinity, ...), so rejected pods look the same as under
 // kubelet.
 //
 // It does not decide when admission runs, fail the rejected pod or record
 // events: the sync loop does, on ADD. It does not preempt pods to make room
 // for a critical pod, as upstream kubelet can; a critical pod short of
-// resources is rejected like any other. Eviction, sysctl, AppArmor and the
+// resources is rejected like any other. Eviction, AppArmor and the
 // CPU/memory/topology/device manager admitters live in their own packages;
 // Builtins says where they go in the chain.
 //

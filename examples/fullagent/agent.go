@@ -226,6 +226,10 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return loop.ActivePods() }, a.status); err != nil {
 		return nil, err
 	}
+	sysctls, err := sysctlAdmitter(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var secrets syncloop.SecretGetter
 	if a.client != nil {
 		secrets = a.objects()
@@ -245,7 +249,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		// allocate) comes before the built-in predicates, as upstream.
 		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 			return a.reclaim.eviction.Admit(ctx, req)
-		}), a.resources.topology}, admission.Builtins(nodeGetter)...),
+		}), sysctls, a.resources.topology}, admission.Builtins(nodeGetter)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
 		ProbeUpdates:  a.probes.Updates(),
@@ -297,6 +301,19 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		}
 	}
 	return a, nil
+}
+
+// sysctlAdmitter allows the kernel's safe sysctls and allowedUnsafeSysctls.
+func sysctlAdmitter(cfg *kubeletv1beta1.KubeletConfiguration) (*admission.Sysctls, error) {
+	release, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return nil, fmt.Errorf("kernel version: %w", err)
+	}
+	s, err := admission.NewSysctls(append(admission.SafeSysctls(strings.TrimSpace(string(release))), cfg.AllowedUnsafeSysctls...))
+	if err != nil {
+		return nil, fmt.Errorf("allowedUnsafeSysctls: %w", err)
+	}
+	return s, nil
 }
 
 // nodeConditions are Ready and the pressure conditions.

@@ -402,6 +402,16 @@ func TestFullAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("unsafe sysctl is forbidden", func(t *testing.T) {
+		p := simplePod("sysctl", v1.RestartPolicyNever, "true")
+		p.Spec.SecurityContext = &v1.PodSecurityContext{Sysctls: []v1.Sysctl{{Name: "kernel.shmmax", Value: "100000"}}}
+		e.createPod(t, p)
+		got := e.waitPod(t, "sysctl", 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+		if got.Status.Reason != "SysctlForbidden" || got.Status.Message != `Pod was rejected: forbidden sysctl: "kernel.shmmax" not allowlisted` {
+			t.Fatalf("status: %s", describeStatus(got))
+		}
+	})
+
 	t.Run("static pod gets a mirror pod", func(t *testing.T) {
 		manifest := filepath.Join(e.manifests, "static.yaml")
 		writeFile(t, manifest, fmt.Sprintf(`apiVersion: v1
