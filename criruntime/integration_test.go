@@ -118,6 +118,24 @@ func TestContainerdIntegration(t *testing.T) {
 		killAndRemove(t, rt, pod)
 	})
 
+	t.Run("a pull of a missing image fails at once, on loopback", func(t *testing.T) {
+		pod := busyboxPod("pull")
+		pod.Spec.Containers[0].Image = "registry.k8s.io/e2e-test-images/not-imported:1.0"
+		pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+		start := time.Now()
+		res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+		if err := res.Err(); !errors.Is(err, nodekit.ErrImagePull) {
+			t.Fatalf("error %v is not ErrImagePull", err)
+		}
+		if f := res.Failure("app"); f == nil || !strings.Contains(f.Message, "127.0.0.1:9") {
+			t.Fatalf("the pull did not go to the loopback blackhole: %+v", f)
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("the failed pull took %v", d)
+		}
+		killAndRemove(t, rt, pod)
+	})
+
 	t.Run("termination message falls back to the log", func(t *testing.T) {
 		pod := busyboxPod("fallback", "sh", "-c", "echo line one; echo last words; exit 5")
 		pod.Spec.Containers[0].TerminationMessagePolicy = v1.TerminationMessageFallbackToLogsOnError

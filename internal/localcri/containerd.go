@@ -133,6 +133,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeState(l, c.st); err != nil {
 		return fail(err)
 	}
+	if err := writeRegistryConfig(l); err != nil {
+		return fail(fmt.Errorf("registry config: %w", err))
+	}
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
