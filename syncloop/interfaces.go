@@ -24,6 +24,15 @@ type StatusManager interface {
 	PodResourcesReclaimed(uid types.UID) error
 }
 
+// PodTerminator is an optional capability of a StatusManager (package
+// statusmgr has it): once a pod's containers are all stopped, TerminatePod
+// marks those with no terminated state as terminated with an unknown
+// status and makes a non-static pod's phase terminal, as upstream, so a
+// pod whose containers never ran (an image that never pulled) can finish.
+type PodTerminator interface {
+	TerminatePod(pod *v1.Pod) error
+}
+
 // MirrorClient creates and deletes the mirror pods of static pods. Nil
 // means static pods get no mirror (standalone mode).
 type MirrorClient interface {

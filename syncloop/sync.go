@@ -383,6 +383,13 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit
 		}
 	}
 	s.setStatus(ctx, pod, s.computeStatus(pod, rs, true))
+	// Containers that never ran (an image that never pulled) become
+	// terminated-unknown and the pod terminal, so a deleted pod can go.
+	if t, ok := s.status.(PodTerminator); ok {
+		if err := t.TerminatePod(pod); err != nil {
+			return fmt.Errorf("record %s/%s terminated: %w", pod.Namespace, pod.Name, err)
+		}
+	}
 	if err := s.status.PodResourcesReclaimed(pod.UID); err != nil {
 		return fmt.Errorf("report resources of %s/%s reclaimed: %w", pod.Namespace, pod.Name, err)
 	}

@@ -322,6 +322,30 @@ func TestFullAgent(t *testing.T) {
 		})
 	})
 
+	t.Run("a pod that cannot pull its image is deleted promptly", func(t *testing.T) {
+		pod := simplePod("nopull", v1.RestartPolicyNever, "true")
+		pod.Spec.Containers[0].Image = "registry.k8s.io/e2e-test-images/not-imported:1.0"
+		pod.Spec.Containers[0].ImagePullPolicy = v1.PullIfNotPresent
+		e.createPod(t, pod)
+		e.waitPod(t, "nopull", 60*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+			c := containerStatus(p, "app")
+			return c != nil && c.State.Waiting != nil && (c.State.Waiting.Reason == "ErrImagePull" || c.State.Waiting.Reason == "ImagePullBackOff")
+		})
+		grace := int64(30)
+		if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "nopull", metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		var last *v1.Pod
+		err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			p, err := e.client.CoreV1().Pods("default").Get(ctx, "nopull", metav1.GetOptions{})
+			last = p
+			return apierrors.IsNotFound(err), nil
+		})
+		if err != nil {
+			t.Fatalf("a pod with nothing running was not deleted within 20s: %s", describeStatus(last))
+		}
+	})
+
 	t.Run("too much CPU is OutOfcpu", func(t *testing.T) {
 		pod := simplePod("bigcpu", v1.RestartPolicyAlways, "sleep 3600")
 		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
