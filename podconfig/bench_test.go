@@ -141,3 +141,100 @@ func reportMergeRates(b *testing.B, emitted int) {
 	b.ReportMetric(float64(b.N*benchPodsPerSource)/secs, "pods/s")
 	b.ReportMetric(float64(emitted)/float64(b.N), "emitted-pods/op")
 }
+
+const benchBurstPods = 1000
+
+// burstPods returns benchBurstPods pods of one source; status, when not
+// empty, goes into every pod's status message.
+func burstPods(status string) []*v1.Pod {
+	pods := make([]*v1.Pod, benchBurstPods)
+	for i := range pods {
+		pods[i] = benchPod(nodekit.SourceAPI, i)
+		pods[i].Status.Message = status
+	}
+	return pods
+}
+
+// BenchmarkMergerBurst1000 measures the merger taking a burst of 1000 pod
+// updates from the API source, whose every update is a SET of all its pods.
+//
+// add: a new merger gets one SET of 1000 new pods (1000 ADDs; an agent
+// starting on a full node). status: a merger holding the 1000 pods gets a
+// SET in which every pod's status changed (1000 RECONCILEs). watch: 1000
+// pods are created one at a time, so the source sends 1000 SETs of 1, 2,
+// ... 1000 pods (one ADD each); one op is the whole burst of 1000 SETs,
+// 500,500 pods merged.
+func BenchmarkMergerBurst1000(b *testing.B) {
+	ctx := klog.NewContext(context.Background(), klog.Background().V(1))
+	count := func(updates []nodekit.PodUpdate, op nodekit.Op) int {
+		n := 0
+		for _, u := range updates {
+			if u.Op == op {
+				n += len(u.Pods)
+			}
+		}
+		return n
+	}
+
+	b.Run("add", func(b *testing.B) {
+		pods := burstPods("")
+		if n := count(New(nil).Merge(ctx, set(nodekit.SourceAPI, pods...)), nodekit.ADD); n != benchBurstPods {
+			b.Fatalf("a SET of %d new pods gave %d ADDs", benchBurstPods, n)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			// Merge takes the pods; re-annotating the same ones is harmless
+			// and keeps the set-up out of the timed loop.
+			New(nil).Merge(ctx, set(nodekit.SourceAPI, pods...))
+		}
+	})
+
+	b.Run("status", func(b *testing.B) {
+		rounds := [2][]*v1.Pod{burstPods("even"), burstPods("odd")}
+		m := New(nil)
+		m.Merge(ctx, set(nodekit.SourceAPI, burstPods("")...))
+		if n := count(m.Merge(ctx, set(nodekit.SourceAPI, rounds[0]...)), nodekit.RECONCILE); n != benchBurstPods {
+			b.Fatalf("a SET changing %d statuses gave %d RECONCILEs", benchBurstPods, n)
+		}
+		b.ReportAllocs()
+		for i := 1; b.Loop(); i++ {
+			m.Merge(ctx, set(nodekit.SourceAPI, rounds[i%2]...))
+		}
+	})
+
+	b.Run("watch", func(b *testing.B) {
+		// fresh[i] is pod i the first time it is listed; the later SETs list
+		// it from relist[k%2], distinct objects with equal content, as the
+		// source sends deep copies.
+		fresh := burstPods("")
+		relist := [2][]*v1.Pod{burstPods(""), burstPods("")}
+		sets := make([][]*v1.Pod, benchBurstPods)
+		for k := range sets {
+			s := make([]*v1.Pod, k+1)
+			copy(s, relist[k%2][:k])
+			s[k] = fresh[k]
+			sets[k] = s
+		}
+		burst := func() (adds, others int) {
+			m := New(nil)
+			for _, s := range sets {
+				for _, u := range m.Merge(ctx, set(nodekit.SourceAPI, s...)) {
+					if u.Op == nodekit.ADD {
+						adds += len(u.Pods)
+					} else {
+						others += len(u.Pods)
+					}
+				}
+			}
+			return adds, others
+		}
+		if adds, others := burst(); adds != benchBurstPods || others != 0 {
+			b.Fatalf("a burst of %d pods gave %d ADDs and %d other updates", benchBurstPods, adds, others)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			burst()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchBurstPods), "ns/set")
+	})
+}

@@ -1,0 +1,340 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodekit/nodekit/internal/localcri"
+)
+
+// agentProc is a running node agent, a child of the bench.
+type agentProc struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{} // closed once the process is reaped
+	waitErr error         // read after done
+}
+
+// startAgent writes the agent's KubeletConfiguration and starts it. Both
+// agents get the same flags and the same configuration, except for the
+// fields only the kubelet reads (see kubeletOnly).
+func startAgent(agent, bin, dir, kubeconfig, caFile string, cri *localcri.Containerd, cg *cgroupRoot, pods int) (*agentProc, error) {
+	root := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(root, "config.yaml")
+	conf := agentConfig(root, cri, caFile, max(110, pods+10))
+	if agent == agentKubelet {
+		conf += kubeletOnly(cri, cg)
+	}
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{"--kubeconfig=" + kubeconfig, "--config=" + cfg, "--hostname-override=" + nodeName,
+		"--node-ip=" + cri.Gateway.String(), "--root-dir=" + filepath.Join(root, "root")}
+	return startChild(agent, bin, args, filepath.Join(dir, agent+".log"))
+}
+
+// agentConfig is the configuration both agents get: the CRI endpoint and
+// the pod bridge of the bench's containerd, the API served on the bridge's
+// gateway only (so as not to collide with another agent's :10250 on this
+// machine), the upstream defaults for status and lease frequencies and API
+// QPS, and no image pulls in series (none happen: the image is preloaded).
+func agentConfig(root string, cri *localcri.Containerd, caFile string, maxPods int) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+podLogsDir: %s
+containerRuntimeEndpoint: %s
+cgroupDriver: cgroupfs
+clusterDomain: cluster.local
+clusterDNS: [10.96.0.10]
+address: %s
+maxPods: %d
+serializeImagePulls: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %s}
+authorization:
+  mode: Webhook
+`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, maxPods, caFile)
+}
+
+// kubeletOnly is what only the upstream kubelet needs here: running on
+// cgroup v1 without swap checks, its healthz on the bridge (not on
+// 127.0.0.1:10248, which another kubelet on this machine may hold), and a
+// cgroup root of its own, so that its QoS cgroups and its orphaned-pod
+// cleanup never meet another kubelet's /kubepods.
+func kubeletOnly(cri *localcri.Containerd, cg *cgroupRoot) string {
+	return fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\ncgroupRoot: %s\n", cri.Gateway, cg.name)
+}
+
+// startChild starts bin with its output in logPath. The child gets SIGKILL
+// if the bench dies (Pdeathsig). Pdeathsig fires when the thread that forked
+// the child exits, not the process: the child is forked from a goroutine
+// locked to its thread for the child's whole life, and the thread is
+// unlocked (not ended) once the child is reaped.
+func startChild(name, bin string, args []string, logPath string) (*agentProc, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close() // the child holds its own descriptor
+	fmt.Fprintf(log, "# %s %s %s\n", time.Now().Format(time.RFC3339), bin, strings.Join(args, " "))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &agentProc{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	return p, nil
+}
+
+func (p *agentProc) pid() int { return p.cmd.Process.Pid }
+
+func (p *agentProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and, after timeout, SIGKILL, and waits for the exit.
+// Both agents leave the containers running; containerd's Stop removes them.
+func (p *agentProc) stop(timeout time.Duration) error {
+	if p.exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s ignored SIGTERM for %v and was killed", p.name, timeout)
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d) still runs after SIGKILL", p.name, p.pid())
+	}
+}
+
+// logTail is the end of the agent's log, for error messages.
+func (p *agentProc) logTail() string {
+	status := "running"
+	if p.exited() {
+		status = fmt.Sprint(p.waitErr)
+		if p.waitErr == nil {
+			status = "exited with status 0"
+		}
+	}
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return status
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 8<<10 {
+		_, _ = f.Seek(fi.Size()-8<<10, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 30 {
+		lines = lines[len(lines)-30:]
+	}
+	return status + "\n--- last lines of " + p.logPath + " ---\n" + strings.Join(lines, "\n")
+}
+
+// buildFullagent builds examples/fullagent of this checkout into dir.
+func buildFullagent(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "bin", agentFull)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/fullagent")
+	cmd.Dir = root
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build fullagent: %w", err)
+	}
+	return bin, nil
+}
+
+// moduleRoot is the directory of this module's go.mod, found upwards from
+// the working directory.
+func moduleRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/nodekit/nodekit\n")) {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("no go.mod of github.com/nodekit/nodekit in %s or above: run the bench from the checkout", wd)
+		}
+	}
+}
+
+// binaryVersion runs bin --version ("Kubernetes v1.37.2") and returns the
+// version.
+func binaryVersion(ctx context.Context, bin string) (string, error) {
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --version: %w", bin, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) == 0 {
+		return "", fmt.Errorf("%s --version printed nothing", bin)
+	}
+	return f[len(f)-1], nil
+}
+
+// cgroupRoot is a top-level cgroup of the bench's own in every cgroup v1
+// hierarchy, for the kubelet's cgroupRoot.
+type cgroupRoot struct {
+	name  string   // "/nkbench-..."
+	paths []string // created directories, one per hierarchy
+}
+
+// newCgroupRoot creates /NAME in every cgroup v1 hierarchy (the kubelet
+// checks it exists in each), with the cpuset of the root.
+func newCgroupRoot(name string) (*cgroupRoot, error) {
+	mounts, err := cgroupMounts(false)
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroupRoot{name: "/" + name}
+	for _, m := range mounts {
+		p := filepath.Join(m, name)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			_ = cg.remove()
+			return nil, fmt.Errorf("create cgroup %s: %w", p, err)
+		}
+		cg.paths = append(cg.paths, p)
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(p, f), v, 0o644); err != nil {
+					_ = cg.remove()
+					return nil, fmt.Errorf("cgroup %s: write %s: %w", p, f, err)
+				}
+			}
+		}
+	}
+	if len(cg.paths) == 0 {
+		return nil, errors.New("no cgroup v1 hierarchy is mounted")
+	}
+	return cg, nil
+}
+
+// remove deletes the cgroup and everything the kubelet and runc created in
+// it (in the v1 hierarchies and in a hybrid setup's cgroup2 mount), deepest
+// first. The containers must be gone.
+func (cg *cgroupRoot) remove() error {
+	mounts, err := cgroupMounts(true)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, m := range mounts {
+		top := filepath.Join(m, cg.name)
+		var dirs []string
+		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- { // WalkDir lists parents before children
+			var err error
+			for try := 0; try < 20; try++ {
+				if err = syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) || !errors.Is(err, syscall.EBUSY) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // the last tasks are exiting
+			}
+			if err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupMounts lists the mount points of the cgroup v1 hierarchies (and of
+// cgroup2 mounts when v2 is true).
+func cgroupMounts(v2 bool) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		if g[0] == "cgroup" || (v2 && g[0] == "cgroup2") {
+			out = append(out, f[4])
+		}
+	}
+	return out, nil
+}
+
+// unmountBelow detaches every mount below dir, deepest first: a stopped
+// agent leaves its pods' volumes (the kubelet's tmpfs for projected
+// service-account tokens) mounted, as it should.
+func unmountBelow(dir string) {
+	b, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return
+	}
+	var below []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			below = append(below, f[1])
+		}
+	}
+	for len(below) > 0 {
+		longest := 0
+		for i, m := range below {
+			if len(m) > len(below[longest]) {
+				longest = i
+			}
+		}
+		if err := syscall.Unmount(below[longest], syscall.MNT_DETACH); err != nil {
+			logf("unmount %s: %v", below[longest], err)
+		}
+		below = append(below[:longest], below[longest+1:]...)
+	}
+}

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nodekit/nodekit/internal/localcp"
+	"github.com/nodekit/nodekit/internal/localcri"
+)
+
+const (
+	// settleIdle is how long the agent runs after the node is Ready before
+	// the 0-pod RSS is read and the burst starts.
+	settleIdle = 5 * time.Second
+	// settleSteady is how long after the last pod runs the steady window
+	// starts, so the agent has published the burst's statuses.
+	settleSteady = 10 * time.Second
+	readyTimeout = 2 * time.Minute
+	stopTimeout  = 30 * time.Second
+)
+
+// result is what one agent measured.
+type result struct {
+	agent          string
+	p50, p99       time.Duration
+	allRunning     time.Duration
+	cpuSeconds     float64
+	peakKB         int64
+	idle0KB        int64
+	idleNKB        int64
+	burstRequests  int
+	steadyRequests int
+	steadyWindow   time.Duration
+	steadyByKind   map[string]int
+}
+
+func (r *result) steadyPerMinute() float64 {
+	return float64(r.steadyRequests) / r.steadyWindow.Minutes()
+}
+
+// runOne starts a control plane, containerd and the agent in dir, runs the
+// workload and stops everything again, in this order: agent, containerd
+// (which removes the pods), the mounts the agent left, the agent's cgroups,
+// the control plane.
+func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, error) {
+	cleanupCtx := context.WithoutCancel(ctx)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	audit := filepath.Join(dir, "audit.log")
+	auditArgs, err := writeAuditPolicy(dir, audit, "system:node:"+nodeName)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, APIServerArgs: auditArgs})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cp.Stop(cleanupCtx) }()
+	var cg *cgroupRoot
+	defer func() {
+		if cg != nil {
+			if err := cg.remove(); err != nil {
+				logf("%s: %v", agent, err)
+			}
+		}
+	}()
+	defer unmountBelow(dir)
+	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri")})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		logf("%s: stopping containerd and removing the pods", agent)
+		if err := cri.Stop(cleanupCtx); err != nil {
+			logf("%s: %v", agent, err)
+		}
+	}()
+
+	admin := rest.CopyConfig(cp.Admin)
+	admin.QPS, admin.Burst = 1000, 1000 // create the burst as fast as the API server takes it
+	client, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
+		return nil, err
+	}
+	if agent == agentKubelet {
+		if cg, err = newCgroupRoot(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
+			return nil, err
+		}
+	}
+	kubeconfig, err := cp.NodeKubeconfig(nodeName)
+	if err != nil {
+		return nil, err
+	}
+	a, err := startAgent(agent, bin, dir, kubeconfig, cp.CAFile, cri, cg, o.pods)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := a.stop(stopTimeout); err != nil {
+			logf("%s: %v", agent, err)
+		}
+	}()
+	logf("%s: started (pid %d), waiting for node %s to be Ready", agent, a.pid(), nodeName)
+	if err := waitNodeReady(ctx, client, a); err != nil {
+		return nil, err
+	}
+	return measure(ctx, client, a, audit, o)
+}
+
+// measure runs the burst and the steady window against a Ready node.
+func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, audit string, o options) (*result, error) {
+	r := &result{agent: a.name}
+	pid := a.pid()
+	if err := sleep(ctx, settleIdle); err != nil {
+		return nil, err
+	}
+	r.idle0KB = rssKB(pid)
+	if err := resetPeakRSS(pid); err != nil {
+		return nil, err
+	}
+	cpu0 := cpuSeconds(pid)
+	logf("%s: creating %d pods", a.name, o.pods)
+	burstStart := time.Now()
+	latencies, total, err := burst(ctx, client, a, o.pods, o.timeout)
+	if err != nil {
+		return nil, err
+	}
+	burstEnd := time.Now()
+	r.cpuSeconds = cpuSeconds(pid) - cpu0
+	r.peakKB = peakRSSKB(pid)
+	slices.Sort(latencies)
+	r.p50, r.p99, r.allRunning = pct(latencies, 50), pct(latencies, 99), total
+	logf("%s: all %d pods Running after %v; steady window of %v starts in %v", a.name, o.pods, total.Round(time.Millisecond), o.steady, settleSteady)
+
+	if err := sleep(ctx, settleSteady); err != nil {
+		return nil, err
+	}
+	steadyStart := time.Now()
+	if err := sleep(ctx, o.steady); err != nil {
+		return nil, err
+	}
+	steadyEnd := time.Now()
+	r.idleNKB = rssKB(pid)
+	if a.exited() {
+		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
+	}
+	if err := allStillRunning(ctx, client, o.pods); err != nil {
+		return nil, err
+	}
+	r.steadyWindow = steadyEnd.Sub(steadyStart)
+	// The log backend writes each event before the request is served, but
+	// give the last ones a moment anyway.
+	if err := sleep(ctx, time.Second); err != nil {
+		return nil, err
+	}
+	counts, err := countRequests(audit, "system:node:"+nodeName, []window{{burstStart, burstEnd}, {steadyStart, steadyEnd}})
+	if err != nil {
+		return nil, err
+	}
+	r.burstRequests, r.steadyRequests, r.steadyByKind = counts[0].total, counts[1].total, counts[1].byKind
+	return r, nil
+}
+
+// seedNamespace creates what kube-controller-manager would in namespace
+// default (there is none here): the service account pods use and the
+// kube-root-ca.crt ConfigMap their service-account volume projects.
+func seedNamespace(ctx context.Context, client kubernetes.Interface, caFile string) error {
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return err
+	}
+	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create service account default: %w", err)
+	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}
+	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ConfigMap kube-root-ca.crt: %w", err)
+	}
+	return nil
+}
+
+func waitNodeReady(ctx context.Context, client kubernetes.Interface, a *agentProc) error {
+	deadline := time.Now().Add(readyTimeout)
+	for time.Now().Before(deadline) {
+		if a.exited() {
+			return fmt.Errorf("the agent exited before the node was Ready: %s", a.logTail())
+		}
+		if n, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("node %s not Ready within %v: %s", nodeName, readyTimeout, a.logTail())
+}
+
+// allStillRunning checks that the burst's pods still run after the steady
+// window (a crash loop would make the figures meaningless).
+func allStillRunning(ctx context.Context, client kubernetes.Interface, n int) error {
+	list, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	running := 0
+	for _, p := range list.Items {
+		if p.Status.Phase != v1.PodRunning {
+			continue
+		}
+		restarts := int32(0)
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+		if restarts > 0 {
+			return fmt.Errorf("pod %s restarted %d times during the bench", p.Name, restarts)
+		}
+		running++
+	}
+	if running != n {
+		return fmt.Errorf("%d of %d pods Running after the steady window", running, n)
+	}
+	return nil
+}
