@@ -211,6 +211,11 @@ type PodActions struct {
 	InitContainersToStart []int
 	// ContainersToStart are indexes into pod.Spec.Containers.
 	ContainersToStart []int
+	// EphemeralContainersToStart are indexes into
+	// pod.Spec.EphemeralContainers; they start before init containers (so a
+	// debugger can join a pod whose init containers fail) and never
+	// restart.
+	EphemeralContainersToStart []int
 	// ContainersToKill are stopped before anything is started.
 	ContainersToKill map[ContainerID]KillInfo
 }

@@ -19,6 +19,29 @@ import (
 // startContainer pulls the image, creates and starts one container in the
 // sandbox. Failures come back as *nodekit.ActionError.
 func (r *Runtime) startContainer(ctx context.Context, req *syncState, c *v1.Container, init bool) error {
+	return r.startContainerIn(ctx, req, c, init, "")
+}
+
+// targetID is the ID of the running container an ephemeral container
+// targets (shares the process namespace of), "" for none.
+func targetID(st *nodekit.PodStatus, name string) string {
+	if name == "" {
+		return ""
+	}
+	if st == nil {
+		return ""
+	}
+	for _, c := range st.Containers {
+		if c.Name == name && c.State == nodekit.StateRunning {
+			return c.ID.ID
+		}
+	}
+	return ""
+}
+
+// startContainerIn starts c; with a target, in that container's process
+// namespace (an ephemeral container's targetContainerName).
+func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Container, init bool, target string) error {
 	pod := req.Pod
 	action := nodekit.ActionStartContainer
 	if init {
@@ -60,6 +83,9 @@ func (r *Runtime) startContainer(ctx context.Context, req *syncState, c *v1.Cont
 	cfg, err := r.containerConfig(pod, c, img, restartCount, init, opts)
 	if err != nil {
 		return fail(nodekit.ErrCreateContainerConfig, err)
+	}
+	if ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions(); target != "" && ns != nil {
+		ns.Pid, ns.TargetId = runtimeapi.NamespaceMode_TARGET, target
 	}
 	if err := os.MkdirAll(filepath.Join(req.SandboxConfig.LogDirectory, c.Name), 0o755); err != nil {
 		return fail(nodekit.ErrCreateContainer, fmt.Errorf("create log directory: %w", err))

@@ -57,7 +57,7 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 			st.SandboxID, attempt, st.PodIPs = sb.ID, sb.Attempt, sb.IPs
 		}
 	}
-	if !a.CreateSandbox && st.SandboxID == "" && (len(a.ContainersToStart) > 0 || len(a.InitContainersToStart) > 0) {
+	if !a.CreateSandbox && st.SandboxID == "" && (len(a.ContainersToStart) > 0 || len(a.InitContainersToStart) > 0 || len(a.EphemeralContainersToStart) > 0) {
 		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, &nodekit.ActionError{
 			Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox,
 			Message: "no ready sandbox to start containers in and CreateSandbox is false"})
@@ -74,6 +74,15 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 	}
 	res.SandboxID, res.PodIPs = st.SandboxID, st.PodIPs
 
+	for _, i := range a.EphemeralContainersToStart {
+		if i < 0 || i >= len(pod.Spec.EphemeralContainers) {
+			res.Add(nodekit.ActionStartContainer, strconv.Itoa(i), fmt.Errorf("ephemeral container index %d out of range", i))
+			continue
+		}
+		ec := &pod.Spec.EphemeralContainers[i]
+		c := (*v1.Container)(&ec.EphemeralContainerCommon)
+		res.Add(nodekit.ActionStartContainer, c.Name, r.startContainerIn(ctx, st, c, false, targetID(req.Status, ec.TargetContainerName)))
+	}
 	for _, i := range a.InitContainersToStart {
 		if i < 0 || i >= len(pod.Spec.InitContainers) {
 			res.Add(nodekit.ActionInitContainer, strconv.Itoa(i), fmt.Errorf("init container index %d out of range", i))

@@ -115,6 +115,12 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 		return a
 	}
 
+	// Ephemeral containers start once, whatever the other containers do.
+	for i := range pod.Spec.EphemeralContainers {
+		if st.FindContainer(pod.Spec.EphemeralContainers[i].Name) == nil {
+			a.EphemeralContainersToStart = append(a.EphemeralContainersToStart, i)
+		}
+	}
 	if !initActions(pod, st, probes, hash, &a) || a.KillPod {
 		return a
 	}

@@ -80,6 +80,16 @@ func apiStatus(in statusInput) v1.PodStatus {
 
 	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, in.old.InitContainerStatuses, true)
 	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, in.old.ContainerStatuses, false)
+	if n := len(pod.Spec.EphemeralContainers); n > 0 {
+		specs := make([]v1.Container, n)
+		for i := range pod.Spec.EphemeralContainers {
+			specs[i] = v1.Container(pod.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+		}
+		s.EphemeralContainerStatuses = containerStatuses(in, specs, in.old.EphemeralContainerStatuses, false)
+		for i := range s.EphemeralContainerStatuses {
+			s.EphemeralContainerStatuses[i].Ready = false // never ready, as upstream
+		}
+	}
 
 	initialized := anyRegularStarted(pod, in.runtime) || hasInitializedCondition(in.old)
 	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)

@@ -199,7 +199,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 
 func nothingToDo(a nodekit.PodActions) bool {
 	return !a.KillPod && !a.CreateSandbox && len(a.ContainersToKill) == 0 &&
-		len(a.ContainersToStart) == 0 && len(a.InitContainersToStart) == 0
+		len(a.ContainersToStart) == 0 && len(a.InitContainersToStart) == 0 && len(a.EphemeralContainersToStart) == 0
 }
 
 // applyBackoff removes from the actions the containers that are in

@@ -346,6 +346,40 @@ func TestFullAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("ephemeral container joins a running pod", func(t *testing.T) {
+		e.createPod(t, simplePod("target", v1.RestartPolicyAlways, "sleep 10000"))
+		p := e.waitPod(t, "target", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, v1.EphemeralContainer{
+			EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: agenttest.BusyboxImage, ImagePullPolicy: v1.PullNever,
+				Command: []string{"sh", "-c", "while true; do echo polo; sleep 1; done"}, Stdin: true, TTY: true},
+			TargetContainerName: "app",
+		})
+		if _, err := e.client.CoreV1().Pods("default").UpdateEphemeralContainers(t.Context(), "target", p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p = e.waitPod(t, "target", 60*time.Second, "debugger running", func(p *v1.Pod) bool {
+			return len(p.Status.EphemeralContainerStatuses) == 1 && p.Status.EphemeralContainerStatuses[0].State.Running != nil
+		})
+		if st := p.Status.EphemeralContainerStatuses[0]; st.Name != "debugger" || st.Ready || st.ContainerID == "" {
+			t.Fatalf("ephemeral status: %+v", st)
+		}
+		if cs := containerStatus(p, "app"); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
+			t.Fatalf("the target container was disturbed: %s", describeStatus(p))
+		}
+		c := p.Status.EphemeralContainerStatuses[0]
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, c) // so exec finds it by name
+		if out := e.exec(t, p, "debugger", "ps"); !strings.Contains(out, "sleep 10000") {
+			t.Fatalf("the debugger does not share the target's process namespace; ps:\n%s", out)
+		}
+		err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			b, err := e.client.CoreV1().Pods("default").GetLogs("target", &v1.PodLogOptions{Container: "debugger"}).DoRaw(ctx)
+			return err == nil && strings.Contains(string(b), "polo"), nil
+		})
+		if err != nil {
+			t.Fatal("no debugger output through kubectl logs")
+		}
+	})
+
 	t.Run("too much CPU is OutOfcpu", func(t *testing.T) {
 		pod := simplePod("bigcpu", v1.RestartPolicyAlways, "sleep 3600")
 		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}
