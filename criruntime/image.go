@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -75,18 +76,19 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		return nil, fail(nodekit.ErrImageNeverPull, msg, nil)
 	}
 
+	// As upstream, Pulling is reported when the pull is asked for, before
+	// any wait for a turn; Pulled gives the pull's own time and the time
+	// including that wait.
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
-	start := r.cfg.Clock.Now()
-	ref, err := r.pull(ctx, spec, secrets, sandbox)
+	asked := r.cfg.Clock.Now()
+	res, err := r.pullImage(ctx, spec, secrets, sandbox) // pull.go
 	if err != nil {
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", c.Image, err), err)
 	}
-	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %s", c.Image, r.cfg.Clock.Since(start).Round(1e6))
-	if st, err := r.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false); err == nil && st.GetImage() != nil {
-		return st.GetImage(), nil
-	}
-	return &runtimeapi.Image{Id: ref}, nil
+	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
+		c.Image, res.took.Truncate(time.Millisecond), r.cfg.Clock.Since(asked).Truncate(time.Millisecond), res.image.GetSize())
+	return res.image, nil
 }
 
 // pull tries each credential from the pull secrets that matches the image's

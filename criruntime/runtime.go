@@ -39,8 +39,32 @@ type Config struct {
 	// Events receives Pulling, Pulled, Created, Started, Killing and failure
 	// events. Nil discards them.
 	Events EventRecorder
-	// Clock is used for timestamps. Default: the real clock.
+	// Clock is used for timestamps, pull durations and the pull rate
+	// limit. Default: the real clock.
 	Clock clock.PassiveClock
+
+	// SerializeImagePulls pulls one image at a time, in the order the pulls
+	// were asked for (upstream's serializeImagePulls). Nil means as
+	// upstream's default: true, unless MaxParallelImagePulls is 2 or more.
+	SerializeImagePulls *bool
+	// MaxParallelImagePulls bounds the pulls in progress at once when pulls
+	// are not serialized; 0 means no limit. With SerializeImagePulls true
+	// it must be 0 or 1.
+	MaxParallelImagePulls int
+	// PullQPS is how many image pulls may start per second (upstream's
+	// registryPullQPS); 0 means no limit. A pull over the limit fails at
+	// once with ErrPullQPSExceeded ("pull QPS exceeded"), as upstream: it
+	// does not wait, the caller's image pull back-off retries it.
+	PullQPS float32
+	// PullBurst is how many pulls may start at once within PullQPS
+	// (upstream's registryBurst). Used only when PullQPS > 0; 0 means 1.
+	PullBurst int
+	// PullDeadline bounds each image pull from the moment it starts (time
+	// spent waiting for a turn does not count); 0 means no deadline. CRI
+	// PullImage is one call that reports no progress, so this is an
+	// overall deadline: a pull that exceeds it fails with "image pull of
+	// IMAGE exceeded deadline D".
+	PullDeadline time.Duration
 }
 
 // Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
@@ -51,6 +75,7 @@ type Runtime struct {
 	cfg    Config
 	typ    string
 	events EventRecorder
+	pulls  *puller // pull.go
 }
 
 var _ nodekit.Runtime = (*Runtime)(nil)
@@ -63,6 +88,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("criruntime: Config.Endpoint is empty")
 	}
 	cfg = withDefaults(cfg)
+	if _, err := newPuller(cfg); err != nil { // bad pull settings: fail before connecting
+		return nil, err
+	}
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().
 		WithEndpoint(cfg.Endpoint).
 		WithConnectionTimeout(cfg.RequestTimeout).
@@ -92,11 +120,15 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 // for its name, used as the container ID type.
 func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is internalapi.ImageManagerService, cfg Config) (*Runtime, error) {
 	cfg = withDefaults(cfg)
+	pulls, err := newPuller(cfg)
+	if err != nil {
+		return nil, err
+	}
 	v, err := rs.Version(ctx, "v1")
 	if err != nil {
 		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
 	}
-	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events}
+	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, pulls: pulls}
 	if r.events == nil {
 		r.events = discardEvents{}
 	}

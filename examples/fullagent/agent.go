@@ -27,6 +27,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podopts"
@@ -67,6 +68,7 @@ type agent struct {
 	metrics     *server.AgentMetrics   // for the PLEG, the loop and eviction to report into
 	reclaim     *reclaim               // container GC, image GC, eviction (reclaim.go)
 	resources   *resources             // CPU, memory and topology managers (resources.go)
+	logRotation *logs.Manager          // containerLogMaxSize/MaxFiles
 }
 
 // run builds the agent from the options and runs it until ctx is done.
@@ -124,12 +126,26 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		logger.Info("No --kubeconfig: running standalone, static pods only")
 	}
 
+	maxPulls := 0
+	if cfg.MaxParallelImagePulls != nil {
+		maxPulls = int(*cfg.MaxParallelImagePulls)
+	}
 	a.runtime, err = criruntime.New(ctx, criruntime.Config{
 		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
+		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
+		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+	logMax := resource.MustParse(cfg.ContainerLogMaxSize) // validated by loadConfig
+	a.logRotation, err = logs.New(logs.Config{
+		MaxSize: logMax.Value(), MaxFiles: int(*cfg.ContainerLogMaxFiles),
+		Workers: int(*cfg.ContainerLogMaxWorkers), Interval: cfg.ContainerLogMonitorInterval.Duration,
+	}, a.runtime)
+	if err != nil {
+		return nil, fmt.Errorf("container log rotation: %w", err)
 	}
 
 	// Pod sources.
@@ -421,6 +437,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	start("volumes", a.volumes.Run)
 	start("pleg", a.pleg.Run)
+	start("container log rotation", a.logRotation.Run)
 	start("probes", a.probes.Run)
 	start("pod sources", a.merger.Run)
 	a.reclaim.run(start)

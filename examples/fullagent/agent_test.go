@@ -31,6 +31,7 @@ type env struct {
 	cri         *agenttest.Containerd
 	nodeIP      string
 	rootDir     string
+	podLogs     string
 	cancelAgent context.CancelFunc
 	agentDone   chan error
 }
@@ -67,6 +68,7 @@ authentication:
   x509:
     clientCAFile: %s
 `, filepath.Join(dir, "logs"), e.nodeIP, cp.CAFile)+extraConfig(opts))
+	e.podLogs = filepath.Join(dir, "logs")
 	o := &options{
 		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,
 		nodeIP: e.nodeIP, rootDir: e.rootDir, runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,

@@ -117,6 +117,25 @@ func setDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 		t := true
 		c.LocalStorageCapacityIsolation = &t
 	}
+	if c.ContainerLogMaxSize == "" {
+		c.ContainerLogMaxSize = "10Mi"
+	}
+	i32 := func(p **int32, def int32) {
+		if *p == nil {
+			v := def
+			*p = &v
+		}
+	}
+	i32(&c.ContainerLogMaxFiles, 5)
+	i32(&c.ContainerLogMaxWorkers, 1)
+	i32(&c.RegistryPullQPS, 5)
+	if c.RegistryBurst == 0 {
+		c.RegistryBurst = 10
+	}
+	if c.ContainerLogMonitorInterval == nil {
+		c.ContainerLogMonitorInterval = &metav1.Duration{Duration: 10 * time.Second}
+	}
+	// serializeImagePulls stays nil: criruntime applies upstream's rule.
 }
 
 // validate checks the values nodekit acts on and names the field at fault.
@@ -164,6 +183,24 @@ func validate(c *kubeletv1beta1.KubeletConfiguration) error {
 	if err := (gc.ImagePolicy{HighThresholdPercent: int(*c.ImageGCHighThresholdPercent), LowThresholdPercent: int(*c.ImageGCLowThresholdPercent),
 		MinAge: c.ImageMinimumGCAge.Duration, MaxAge: c.ImageMaximumGCAge.Duration}).Validate(); err != nil {
 		return err
+	}
+	if q, err := resource.ParseQuantity(c.ContainerLogMaxSize); err != nil || q.Sign() <= 0 {
+		return fmt.Errorf("containerLogMaxSize: %q is not a positive quantity", c.ContainerLogMaxSize)
+	}
+	if *c.ContainerLogMaxFiles <= 1 {
+		return fmt.Errorf("containerLogMaxFiles: %d must be greater than 1", *c.ContainerLogMaxFiles)
+	}
+	if *c.ContainerLogMaxWorkers < 1 {
+		return fmt.Errorf("containerLogMaxWorkers: %d must be at least 1", *c.ContainerLogMaxWorkers)
+	}
+	if c.ContainerLogMonitorInterval.Duration < 3*time.Second {
+		return fmt.Errorf("containerLogMonitorInterval: %v must be at least 3s", c.ContainerLogMonitorInterval.Duration)
+	}
+	if c.MaxParallelImagePulls != nil && *c.MaxParallelImagePulls < 1 {
+		return fmt.Errorf("maxParallelImagePulls: %d must be positive", *c.MaxParallelImagePulls)
+	}
+	if *c.RegistryPullQPS < 0 || c.RegistryBurst < 0 {
+		return fmt.Errorf("registryPullQPS/registryBurst: %d/%d must not be negative", *c.RegistryPullQPS, c.RegistryBurst)
 	}
 	if c.EvictionMaxPodGracePeriod < 0 {
 		return fmt.Errorf("evictionMaxPodGracePeriod: %d must not be negative", c.EvictionMaxPodGracePeriod)
