@@ -1,0 +1,134 @@
+package cgroupmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/qos"
+)
+
+// UpdateQOS sizes the QoS tiers to the active pods, as upstream's
+// periodic UpdateCgroups: besteffort gets cpu.shares 2; burstable the
+// shares of the summed CPU requests of the Burstable pods; all three
+// tiers (kubepods is the Guaranteed one) unbounded huge pages; and with
+// QOSReserved[memory] = p, burstable's memory limit is allocatable minus
+// p% of the Guaranteed pods' memory requests and besteffort's that minus
+// p% of the Burstable pods' (allocatable being capacity - reserved). When
+// a limit cannot be set because usage is already above it, the limit is
+// set to the usage instead, to stop further growth. It also retries node
+// allocatable limits Start could not set. Call it after Start and from
+// housekeeping; without CgroupsPerQOS it does nothing.
+func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
+	if !m.cfg.CgroupsPerQOS {
+		return nil
+	}
+	d, err := m.started()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	logger := klog.FromContext(ctx)
+
+	if m.pendingRoot != nil {
+		if err := d.Apply(ctx, m.kubepods, m.pendingRoot); err != nil {
+			logger.Error(err, "Failed to update node allocatable limits", "cgroup", m.literal(m.kubepods))
+		} else {
+			logger.Info("Updated node allocatable limits", "cgroup", m.literal(m.kubepods))
+			m.pendingRoot = nil
+		}
+	}
+
+	var burstableMilliCPU int64
+	memRequests := map[v1.PodQOSClass]int64{}
+	for _, pod := range activePods {
+		if pod == nil {
+			continue
+		}
+		class := qos.Class(pod)
+		if class == v1.PodQOSBestEffort {
+			continue
+		}
+		reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		if class == v1.PodQOSBurstable {
+			if q, ok := reqs[v1.ResourceCPU]; ok {
+				burstableMilliCPU += q.MilliValue()
+			}
+		}
+		if q, ok := reqs[v1.ResourceMemory]; ok {
+			memRequests[class] += q.Value()
+		}
+	}
+
+	unbounded := unboundedHugePages
+	tier := func(name CgroupName) qosTier {
+		return qosTier{name, &ResourceConfig{HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}}
+	}
+	guaranteed, burstable, bestEffort := tier(m.kubepods), tier(m.burstable), tier(m.bestEffort)
+	burstable.rc.CPUShares = ptr(MilliCPUToShares(burstableMilliCPU))
+	bestEffort.rc.CPUShares = ptr(uint64(MinShares))
+	tiers := []qosTier{guaranteed, burstable, bestEffort}
+
+	pct, reserveMemory := m.cfg.QOSReserved[v1.ResourceMemory]
+	if reserveMemory {
+		m.setMemoryReserve(ctx, burstable.rc, bestEffort.rc, memRequests, pct)
+		if applyAll(ctx, d, tiers) == nil {
+			return nil
+		}
+		// Usage above the wanted limit fails the write: aim at the usage.
+		if mu, ok := d.(memoryUser); ok {
+			for _, t := range tiers {
+				usage, err := mu.MemoryUsage(ctx, t.name)
+				if err != nil {
+					logger.V(2).Info("Failed to read QoS cgroup memory usage", "cgroup", m.literal(t.name), "err", err)
+					break
+				}
+				if t.rc.Memory != nil && usage > *t.rc.Memory {
+					t.rc.Memory = ptr(usage)
+				}
+			}
+		}
+	}
+	if err := applyAll(ctx, d, tiers); err != nil {
+		return fmt.Errorf("cgroupmgr: update QoS cgroups: %w", err)
+	}
+	logger.V(4).Info("Updated QoS cgroups", "burstableCPUShares", *burstable.rc.CPUShares)
+	return nil
+}
+
+type qosTier struct {
+	name CgroupName
+	rc   *ResourceConfig
+}
+
+// applyAll applies every tier, attempting all of them even after a
+// failure.
+func applyAll(ctx context.Context, d Driver, tiers []qosTier) error {
+	var errs []error
+	for _, t := range tiers {
+		if err := d.Apply(ctx, t.name, t.rc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setMemoryReserve computes the QoS memory limits, as upstream's
+// setMemoryReserve; without an allocatable memory it sets none.
+func (m *Manager) setMemoryReserve(ctx context.Context, burstable, bestEffort *ResourceConfig, requests map[v1.PodQOSClass]int64, pct int64) {
+	a, _ := NodeAllocatable(m.cfg.Capacity, m.cfg.KubeReserved, m.cfg.SystemReserved, nil)
+	q, ok := a.Kubepods[v1.ResourceMemory]
+	if !ok || q.Value() == 0 {
+		klog.FromContext(ctx).V(2).Info("Allocatable memory unknown, not setting QoS memory limits")
+		return
+	}
+	burstableLimit := q.Value() - requests[v1.PodQOSGuaranteed]*pct/100
+	bestEffortLimit := burstableLimit - requests[v1.PodQOSBurstable]*pct/100
+	burstable.Memory = &burstableLimit
+	bestEffort.Memory = &bestEffortLimit
+}
