@@ -284,6 +284,9 @@ type ContainerOptions struct {
 	// leaves the runtime's default.
 	CPUSet     string
 	CPUSetMems string
+	// OOMScoreAdj is the container's oom_score_adj (by QoS class, as
+	// upstream); nil leaves the runtime's default.
+	OOMScoreAdj *int
 }
 
 // EnvVar is one resolved environment variable.

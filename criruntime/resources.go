@@ -59,6 +59,9 @@ func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container, opts *nodekit.C
 		res.CpuQuota = milliCPUToQuota(lim)
 	}
 	res.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
+	if opts.OOMScoreAdj != nil {
+		res.OomScoreAdj = int64(*opts.OOMScoreAdj)
+	}
 	return res
 }
 

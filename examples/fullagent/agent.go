@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
@@ -69,6 +70,10 @@ type agent struct {
 	reclaim     *reclaim               // container GC, image GC, eviction (reclaim.go)
 	resources   *resources             // CPU, memory and topology managers (resources.go)
 	logRotation *logs.Manager          // containerLogMaxSize/MaxFiles
+	cgroups     *podCgroups            // kubepods, pod cgroups, OOM scores (cgroups.go)
+	classes     *runtimeClasses        // runtimeClassName -> handler (runtimeclass.go)
+	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
+	apiInformer informers.SharedInformerFactory
 }
 
 // run builds the agent from the options and runs it until ctx is done.
@@ -208,6 +213,27 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.cgroups, err = newPodCgroups(ctx, cfg, machine); err != nil {
+		return nil, err
+	}
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
+	if a.oom, err = oomwatch.New(oomwatch.Config{OnOOM: func(ev oomwatch.Event) {
+		if ev.VictimCgroup != "/" {
+			return // a container's own limit: its status says OOMKilled
+		}
+		msg := "System OOM encountered"
+		if ev.ProcessName != "" && ev.PID != 0 {
+			msg = fmt.Sprintf("%s, victim process: %s, pid: %d", msg, ev.ProcessName, ev.PID)
+		}
+		recorder.Eventf(nodeRef, v1.EventTypeWarning, "SystemOOM", "%s", msg)
+	}}); err != nil {
+		return nil, err
+	}
+	a.classes = &runtimeClasses{}
+	if a.client != nil {
+		a.apiInformer = informers.NewSharedInformerFactory(a.client, 0)
+		a.classes.lister = a.apiInformer.Node().V1().RuntimeClasses().Lister()
+	}
 	nodeGetter, err := a.nodeGetter(ctx, machine)
 	if err != nil {
 		return nil, err
@@ -274,8 +300,8 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		Secrets:       secrets,
 		Volumes:       a.volumes,
 		Recorder:      recorder,
-		Options:       a.resources.options(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })),
-		Sandbox:       builder.Sandbox,
+		Options:       a.cgroups.options(a.resources.options(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))),
+		Sandbox:       a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
 		ContainerHash: criruntime.HashContainer,
 		RootDir:       o.rootDir,
 		NodeIPs:       nodeIPs,
@@ -421,6 +447,9 @@ func (a *agent) run(ctx context.Context) error {
 		start("node status", a.node.Run)
 		start("lease", a.lease.Run)
 	}
+	if a.apiInformer != nil {
+		a.apiInformer.Start(ctx.Done()) // not waited for: the API server may be down
+	}
 	if a.informer != nil {
 		a.informer.Start(ctx.Done())
 		a.waitNodeCache(ctx) // bounded: the API server may be unreachable
@@ -435,8 +464,20 @@ func (a *agent) run(ctx context.Context) error {
 	if err := (volumemgr.HostMounter{}).MakeRShared(ctx, a.rootDir); err != nil {
 		return fmt.Errorf("make %s a shared mount: %w", a.rootDir, err)
 	}
+	if err := a.cgroups.start(ctx); err != nil {
+		return err
+	}
+	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, a) })
 	start("volumes", a.volumes.Run)
 	start("pleg", a.pleg.Run)
+	start("OOM watcher", func(ctx context.Context) error {
+		// Best effort, as upstream: a kernel log that cannot be read (or
+		// stops) costs the SystemOOM events, not the agent.
+		if err := a.oom.Run(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "OOM watcher stopped; no SystemOOM events")
+		}
+		return nil
+	})
 	start("container log rotation", a.logRotation.Run)
 	start("probes", a.probes.Run)
 	start("pod sources", a.merger.Run)

@@ -64,10 +64,11 @@ podLogsDir: %s
 fileCheckFrequency: 2s
 syncFrequency: 20s
 address: %s
+cgroupRoot: %s
 authentication:
   x509:
     clientCAFile: %s
-`, filepath.Join(dir, "logs"), e.nodeIP, cp.CAFile)+extraConfig(opts))
+`, filepath.Join(dir, "logs"), e.nodeIP, agenttest.CgroupRoot(t), cp.CAFile)+extraConfig(opts))
 	e.podLogs = filepath.Join(dir, "logs")
 	o := &options{
 		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,

@@ -136,6 +136,24 @@ func setDefaults(c *kubeletv1beta1.KubeletConfiguration) {
 		c.ContainerLogMonitorInterval = &metav1.Duration{Duration: 10 * time.Second}
 	}
 	// serializeImagePulls stays nil: criruntime applies upstream's rule.
+	if c.CgroupsPerQOS == nil {
+		t := true
+		c.CgroupsPerQOS = &t
+	}
+	if c.CgroupRoot == "" {
+		c.CgroupRoot = "/"
+	}
+	if c.EnforceNodeAllocatable == nil {
+		c.EnforceNodeAllocatable = []string{"pods"}
+	}
+	if c.CPUCFSQuota == nil {
+		t := true
+		c.CPUCFSQuota = &t
+	}
+	if c.PodPidsLimit == nil {
+		v := int64(-1)
+		c.PodPidsLimit = &v
+	}
 }
 
 // validate checks the values nodekit acts on and names the field at fault.

@@ -61,8 +61,8 @@ func startProcEnv(t *testing.T, extraArgs ...string) *procEnv {
 	config := filepath.Join(dir, "config.yaml")
 	// The node API listens on the test's own bridge address, not on :10250
 	// of every interface, so tests (and a local agent) do not clash.
-	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\n",
-		filepath.Join(dir, "logs"), cri.Gateway))
+	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\ncgroupRoot: %s\n",
+		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t)))
 	e := &procEnv{
 		env:  &env{client: client, cri: cri, nodeIP: cri.Gateway.String()},
 		cp:   cp,

@@ -1,0 +1,37 @@
+package agenttest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/nodekit/nodekit/cgroupmgr"
+)
+
+// CgroupRoot creates a cgroup of the test's own, /nodekit-test-<random>, in
+// every cgroup hierarchy, for an agent's cgroupRoot: its kubepods tree
+// then cannot touch another agent's pods on the same machine. Cleanup
+// kills whatever is left in it and removes it. Without root or writable
+// cgroups the test is skipped (or fails with $NODEKIT_REQUIRE_INTEGRATION).
+func CgroupRoot(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		RequireIntegration(t, "cgroups", fmt.Errorf("writing cgroups needs root"))
+	}
+	d, err := cgroupmgr.NewCgroupfsDriver("")
+	if err != nil {
+		RequireIntegration(t, "cgroups", err)
+	}
+	name := cgroupmgr.CgroupName{fmt.Sprintf("nodekit-test-%08x", rand.Uint32())}
+	if err := d.Apply(context.Background(), name, nil); err != nil {
+		t.Fatalf("create cgroup root %s: %v", name.ToCgroupfs(), err)
+	}
+	t.Cleanup(func() {
+		if err := d.Destroy(context.Background(), name); err != nil {
+			t.Errorf("remove cgroup root %s: %v", name.ToCgroupfs(), err)
+		}
+	})
+	return name.ToCgroupfs()
+}

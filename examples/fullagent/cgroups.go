@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/statusmgr"
+)
+
+// podCgroups is the kubepods tree: a cgroup per pod under its QoS tier,
+// created before the sandbox, removed once the pod is gone, and the
+// containers' OOM score by QoS class. Nil manager: cgroupsPerQOS is off.
+type podCgroups struct {
+	m           *cgroupmgr.Manager
+	memCapacity int64
+}
+
+// newPodCgroups builds the cgroup manager from cgroupDriver, cgroupRoot,
+// cgroupsPerQOS, enforceNodeAllocatable, the reservations, cpuCFSQuota and
+// podPidsLimit.
+func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, machine statusmgr.MachineInfo) (*podCgroups, error) {
+	m, err := machine.Machine(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("machine info: %w", err)
+	}
+	pc := &podCgroups{memCapacity: int64(m.MemoryBytes)}
+	if !*cfg.CgroupsPerQOS {
+		return pc, nil
+	}
+	capacity := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
+	}
+	list := func(in map[string]string) v1.ResourceList {
+		out := v1.ResourceList{}
+		for k, v := range in {
+			out[v1.ResourceName(k)] = resource.MustParse(v) // validated by loadConfig
+		}
+		return out
+	}
+	qosReserved := map[v1.ResourceName]int64{}
+	for k, v := range cfg.QOSReserved {
+		var pct int64
+		if _, err := fmt.Sscanf(v, "%d%%", &pct); err != nil || pct < 0 || pct > 100 {
+			return nil, fmt.Errorf("qosReserved[%s]: %q is not a percentage", k, v)
+		}
+		qosReserved[v1.ResourceName(k)] = pct
+	}
+	var period time.Duration
+	if cfg.CPUCFSQuotaPeriod != nil {
+		period = cfg.CPUCFSQuotaPeriod.Duration
+	}
+	pc.m, err = cgroupmgr.New(cgroupmgr.Config{
+		Driver: cfg.CgroupDriver, CgroupRoot: cfg.CgroupRoot, CgroupsPerQOS: true,
+		EnforceNodeAllocatable: cfg.EnforceNodeAllocatable, Capacity: capacity,
+		KubeReserved: list(cfg.KubeReserved), SystemReserved: list(cfg.SystemReserved),
+		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
+		QOSReserved: qosReserved, DisableCPUCFSQuota: !*cfg.CPUCFSQuota, CPUCFSQuotaPeriod: period,
+		PodPidsLimit: *cfg.PodPidsLimit,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cgroups: %w", err)
+	}
+	return pc, nil
+}
+
+// start creates kubepods and the QoS tiers.
+func (pc *podCgroups) start(ctx context.Context) error {
+	if pc.m == nil {
+		return nil
+	}
+	if err := pc.m.Start(ctx); err != nil {
+		return fmt.Errorf("cgroups (cgroupRoot, cgroupDriver): %w", err)
+	}
+	return nil
+}
+
+// sandbox puts the pod's cgroup, created now, into its sandbox options.
+func (pc *podCgroups) sandbox(next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
+	return func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error) {
+		o, err := next(ctx, pod)
+		if err != nil || pc.m == nil {
+			return o, err
+		}
+		parent, err := pc.m.EnsurePod(ctx, pod)
+		if err != nil {
+			return o, fmt.Errorf("pod cgroup: %w", err)
+		}
+		o.CgroupParent = parent
+		return o, nil
+	}
+}
+
+// options adds the container's OOM score adjustment.
+func (pc *podCgroups) options(next nodekit.ContainerOptionsFunc) nodekit.ContainerOptionsFunc {
+	return func(ctx context.Context, pod *v1.Pod, c *v1.Container, podIPs []string) (*nodekit.ContainerOptions, error) {
+		o, err := next(ctx, pod, c, podIPs)
+		if err != nil || o == nil {
+			return o, err
+		}
+		adj := cgroupmgr.OOMScoreAdj(pod, c, pc.memCapacity)
+		o.OOMScoreAdj = &adj
+		return o, nil
+	}
+}
+
+// cgroupPods is what cleanup needs of the agent: which pods may still
+// have processes.
+type cgroupPods interface {
+	// keep returns the UIDs of pods not yet cleaned up or still running
+	// in the runtime, and whether every source has been seen.
+	keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool)
+}
+
+// step reconciles the QoS tiers and removes the cgroups of pods that are
+// gone.
+func (pc *podCgroups) step(ctx context.Context, pods cgroupPods) {
+	logger := klog.FromContext(ctx)
+	keep, active, ready := pods.keep(ctx)
+	if !ready {
+		return
+	}
+	if f, ok := pods.(interface{ forgetClasses(map[types.UID]bool) }); ok {
+		f.forgetClasses(keep)
+	}
+	if pc.m == nil {
+		return
+	}
+	if err := pc.m.UpdateQOS(ctx, active); err != nil {
+		logger.Error(err, "Unable to update the QoS cgroups")
+	}
+	uids, err := pc.m.ListPodCgroups(ctx)
+	if err != nil {
+		logger.Error(err, "Unable to list pod cgroups")
+		return
+	}
+	for _, uid := range uids {
+		if keep[uid] {
+			continue
+		}
+		if err := pc.m.DestroyPod(ctx, uid); err != nil {
+			logger.Error(err, "Unable to remove an orphaned pod cgroup", "podUID", uid)
+			continue
+		}
+		logger.V(2).Info("Removed the cgroup of a pod that is gone", "podUID", uid)
+	}
+}
+
+// run calls step every 10 s.
+func (pc *podCgroups) run(ctx context.Context, pods cgroupPods) error {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			pc.step(ctx, pods)
+		}
+	}
+}
+
+// keep implements cgroupPods for the agent.
+func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {
+	if !a.merger.SeenAllSources() {
+		return nil, nil, false
+	}
+	running, err := a.runtime.ListPods(ctx, false)
+	if err != nil {
+		return nil, nil, false // never remove blind
+	}
+	keep := map[types.UID]bool{}
+	for _, p := range running {
+		keep[p.ID] = true
+	}
+	for _, p := range a.loop.Pods() {
+		if !a.loop.PodCleanedUp(ctx, p) {
+			keep[p.UID] = true
+		}
+	}
+	return keep, a.loop.ActivePods(), true
+}
