@@ -35,9 +35,9 @@ func startAgent(agent, bin, dir, kubeconfig, caFile string, cri *localcri.Contai
 		return nil, err
 	}
 	cfg := filepath.Join(root, "config.yaml")
-	conf := agentConfig(root, cri, caFile, max(110, pods+10))
+	conf := agentConfig(root, cri, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.name)
 	if agent == agentKubelet {
-		conf += kubeletOnly(cri, cg)
+		conf += kubeletOnly(cri)
 	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return nil, err
@@ -74,11 +74,11 @@ authorization:
 
 // kubeletOnly is what only the upstream kubelet needs here: running on
 // cgroup v1 without swap checks, its healthz on the bridge (not on
-// 127.0.0.1:10248, which another kubelet on this machine may hold), and a
-// cgroup root of its own, so that its QoS cgroups and its orphaned-pod
-// cleanup never meet another kubelet's /kubepods.
-func kubeletOnly(cri *localcri.Containerd, cg *cgroupRoot) string {
-	return fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\ncgroupRoot: %s\n", cri.Gateway, cg.name)
+// 127.0.0.1:10248, which another kubelet on this machine may hold). Both
+// agents get a cgroup root of their own (startAgent), so that their QoS
+// cgroups and orphaned-pod cleanup never meet another agent's /kubepods.
+func kubeletOnly(cri *localcri.Containerd) string {
+	return fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\n", cri.Gateway)
 }
 
 // startChild starts bin with its output in logPath. The child gets SIGKILL
@@ -220,7 +220,7 @@ func binaryVersion(ctx context.Context, bin string) (string, error) {
 }
 
 // cgroupRoot is a top-level cgroup of the bench's own in every cgroup v1
-// hierarchy, for the kubelet's cgroupRoot.
+// hierarchy, for an agent's cgroupRoot.
 type cgroupRoot struct {
 	name  string   // "/nkbench-..."
 	paths []string // created directories, one per hierarchy

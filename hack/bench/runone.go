@@ -96,10 +96,10 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
 		return nil, err
 	}
-	if agent == agentKubelet {
-		if cg, err = newCgroupRoot(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
-			return nil, err
-		}
+	// Both agents keep their kubepods tree under a cgroup of the bench's
+	// own, so neither can touch pods of anything else on the machine.
+	if cg, err = newCgroupRoot(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
+		return nil, err
 	}
 	kubeconfig, err := cp.NodeKubeconfig(nodeName)
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/localcp"
+	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
@@ -137,8 +138,21 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 	if err != nil {
 		return err
 	}
+	// The agent's kubepods tree lives under a cgroup of this run's own, so
+	// its orphaned-pod cleanup cannot meet another agent's pods.
+	cgd, err := cgroupmgr.NewCgroupfsDriver("")
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	cgRoot := cgroupmgr.CgroupName{fmt.Sprintf("nkconf-%s-%d", agent, os.Getpid())}
+	if err := cgd.Apply(ctx, cgRoot, nil); err != nil {
+		return fmt.Errorf("create cgroup root: %w", err)
+	}
+	if !keep {
+		defer func() { _ = cgd.Destroy(context.WithoutCancel(ctx), cgRoot) }()
+	}
 	root := filepath.Join(dir, "agent")
-	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, start); err != nil {
+	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, cgRoot.ToCgroupfs(), start); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(cp.Admin)
@@ -177,7 +191,7 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 
 // startAgent starts fullagent (built from this checkout) or the upstream
 // kubelet as the cluster's only node.
-func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Containerd, start func(string, ...string) error) error {
+func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Containerd, cgroupRoot string, start func(string, ...string) error) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
@@ -189,13 +203,14 @@ containerRuntimeEndpoint: %s
 cgroupDriver: cgroupfs
 clusterDomain: cluster.local
 address: %s
+cgroupRoot: %s
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: %s}
 authorization:
   mode: Webhook
-`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, caFile)
+`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, cgroupRoot, caFile)
 	if agent == "kubelet" {
 		common += "failCgroupV1: false\nfailSwapOn: false\nserializeImagePulls: false\n"
 	}
