@@ -83,7 +83,7 @@ func (l *Loop) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
 // unknownGone: a pod without a worker has nothing on the node worth
 // keeping once every source has been seen, unless it is still desired.
 func (l *Loop) unknownGone(uid types.UID) bool {
-	if !l.cfg.SourcesReady() {
+	if !l.SourcesReady() {
 		return false
 	}
 	_, desired := l.store.get(uid)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,8 +29,11 @@ type Config struct {
 	Status StatusManager
 	// Updates is the merged pod stream (package podconfig).
 	Updates <-chan nodekit.PodUpdate
-	// SourcesReady reports whether every source has been seen once; until
-	// then nothing is removed. Nil means always ready.
+	// SourcesReady reports whether every source has been seen once (the
+	// merger's view). The loop counts the sources ready once it has
+	// handled an update after that (podconfig sends one for every
+	// source's first list, empty or not); until then nothing is removed.
+	// Nil means always ready.
 	SourcesReady func() bool
 	// Events is the PLEG's event stream. Nil means none (sync tick only).
 	Events <-chan *pleg.Event
@@ -83,6 +87,11 @@ type Loop struct {
 	// as upstream, so two never run at once.
 	waitMu  sync.Mutex
 	waiting map[types.UID]*v1.Pod
+
+	// sourcesHandled is set once the loop has handled an update after
+	// every source had been seen: only then is a pod it does not know
+	// really gone (as upstream marks a source seen after handling it).
+	sourcesHandled atomic.Bool
 
 	healthMu     sync.Mutex
 	lastIterate  time.Time
@@ -236,6 +245,11 @@ func (l *Loop) Healthy() error {
 // HandleUpdate applies one pod update: admission for new pods, then work
 // for their workers.
 func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
+	defer func() {
+		if !l.sourcesHandled.Load() && l.cfg.SourcesReady() {
+			l.sourcesHandled.Store(true)
+		}
+	}()
 	switch u.Op {
 	case nodekit.ADD:
 		l.handleAdd(ctx, u.Pods)
@@ -278,8 +292,13 @@ func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
 func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
 	pods = append([]*v1.Pod(nil), pods...)
 	sortByCreation(pods)
+	// The whole batch is known before the first admission, so a resource
+	// manager asked for the pods that may still run (an agent restart's
+	// batch) does not release what a later pod of the batch holds.
 	for _, p := range pods {
 		l.store.set(p)
+	}
+	for _, p := range pods {
 		if isMirror(p) {
 			if sp := l.store.staticFor(p); sp != nil {
 				l.dispatch(ctx, sp, UpdateSync)
@@ -375,6 +394,38 @@ func (l *Loop) ActivePods() []*v1.Pod {
 	return out
 }
 
+// SourcesReady reports whether every source has been seen and the loop
+// has handled their pods (admitted the initial batch of each). Until then
+// nothing the loop does not know is removed, and resource managers keep
+// what running containers hold.
+func (l *Loop) SourcesReady() bool { return l.sourcesHandled.Load() }
+
+// NotTerminatedPods returns the pods that may still run: admitted and
+// still syncing, or waiting for admission (the rest of a batch being
+// admitted, a static pod waiting for its predecessor), unless terminal.
+// Resource managers (devices) keep what these pods hold.
+func (l *Loop) NotTerminatedPods() []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range l.store.all() {
+		if isTerminal(p) || p.DeletionTimestamp != nil && !l.known(p.UID) {
+			continue
+		}
+		if phase, known := l.workers.Phase(p.UID); known && phase != phaseSyncing {
+			continue
+		}
+		if st, ok := l.cfg.Status.GetPodStatus(p.UID); ok && (st.Phase == v1.PodFailed || st.Phase == v1.PodSucceeded) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (l *Loop) known(uid types.UID) bool {
+	_, ok := l.workers.Phase(uid)
+	return ok
+}
+
 func isTerminal(p *v1.Pod) bool {
 	return p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
 }
@@ -430,7 +481,7 @@ func (l *Loop) SyncDue(ctx context.Context) {
 // yet been told about.
 func (l *Loop) Housekeeping(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	if !l.cfg.SourcesReady() {
+	if !l.SourcesReady() {
 		return
 	}
 	desired := map[types.UID]bool{}

@@ -477,6 +477,14 @@ func TestOrphansKilledOnlyAfterSourcesReady(t *testing.T) {
 		n.ready = true
 		n.mu.Unlock()
 		settle(5 * time.Second)
+		if pods, _ := rt.ListPods(context.Background(), false); len(pods) != 1 {
+			t.Fatal("orphan killed before the loop handled the last source's first update")
+		}
+		if n.loop.ShouldPodContentBeRemoved("nobody") {
+			t.Fatal("content removable before the sources' pods were handled")
+		}
+		n.send(nodekit.ADD) // what podconfig sends for a source's first, empty list
+		settle(5 * time.Second)
 		if pods, _ := rt.ListPods(context.Background(), false); len(pods) != 0 {
 			t.Fatalf("orphan still running: %+v", pods[0])
 		}

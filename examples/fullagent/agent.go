@@ -28,6 +28,7 @@ import (
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
@@ -73,6 +74,7 @@ type agent struct {
 	cgroups     *podCgroups            // kubepods, pod cgroups, OOM scores (cgroups.go)
 	classes     *runtimeClasses        // runtimeClassName -> handler (runtimeclass.go)
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
+	devices     *devicemgr.Manager     // device plugins (devices.go)
 	apiInformer informers.SharedInformerFactory
 }
 
@@ -265,11 +267,14 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
 	// The loop is built below; the managers ask it for active pods only
 	// once the agent runs.
-	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return loop.ActivePods() }, a.status); err != nil {
+	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return loop.ActivePods() }, func() bool { return loop.SourcesReady() }, a.status); err != nil {
 		return nil, err
 	}
 	sysctls, err := sysctlAdmitter(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return loop.NotTerminatedPods() }, func() bool { return loop.SourcesReady() }); err != nil {
 		return nil, err
 	}
 	var secrets syncloop.SecretGetter
@@ -291,7 +296,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		// allocate) comes before the built-in predicates, as upstream.
 		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 			return a.reclaim.eviction.Admit(ctx, req)
-		}), sysctls, a.resources.topology}, admission.Builtins(nodeGetter)...),
+		}), sysctls, a.resources.topology, a.devices}, builtins(nodeGetter, a.devices)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
 		ProbeUpdates:  a.probes.Updates(),
@@ -300,7 +305,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		Secrets:       secrets,
 		Volumes:       a.volumes,
 		Recorder:      recorder,
-		Options:       a.cgroups.options(a.resources.options(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))),
+		Options:       a.cgroups.options(a.resources.options(a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })))),
 		Sandbox:       a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
 		ContainerHash: criruntime.HashContainer,
 		RootDir:       o.rootDir,
@@ -331,6 +336,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
 			Conditions:            a.nodeConditions(),
+			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices)},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 		})
@@ -468,6 +474,9 @@ func (a *agent) run(ctx context.Context) error {
 		return err
 	}
 	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, a) })
+	if err := a.devices.Start(ctx); err != nil {
+		return err
+	}
 	start("volumes", a.volumes.Run)
 	start("pleg", a.pleg.Run)
 	start("OOM watcher", func(ctx context.Context) error {

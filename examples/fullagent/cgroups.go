@@ -171,7 +171,7 @@ func (pc *podCgroups) run(ctx context.Context, pods cgroupPods) error {
 
 // keep implements cgroupPods for the agent.
 func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {
-	if !a.merger.SeenAllSources() {
+	if !a.loop.SourcesReady() {
 		return nil, nil, false
 	}
 	running, err := a.runtime.ListPods(ctx, false)

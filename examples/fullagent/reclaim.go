@@ -59,7 +59,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		Policy:       gc.ContainerPolicy{MinAge: o.minContainerTTL, MaxPerPodContainer: o.maxDeadPerContainer, MaxContainers: o.maxDeadContainers},
 		PodLogsDir:   cfg.PodLogsDir,
 		Period:       o.containerGCPeriod,
-		SourcesReady: a.merger.SeenAllSources,
+		SourcesReady: loop.SourcesReady,
 	}, a.runtime, loop)
 	if err != nil {
 		return nil, err

@@ -28,9 +28,10 @@ type resources struct {
 
 // newResources builds the managers from cpuManagerPolicy,
 // memoryManagerPolicy and topologyManagerPolicy (all off by default, as
-// upstream). pods lists the loop's active pods; it is called only once
-// the agent runs.
-func (a *agent) newResources(ctx context.Context, pods func() []*v1.Pod, status cpumanager.PodStatusGetter) (*resources, error) {
+// upstream). pods lists the loop's active pods and ready says whether the
+// loop has handled every source's pods; both are called only once the
+// agent runs.
+func (a *agent) newResources(ctx context.Context, pods func() []*v1.Pod, ready func() bool, status cpumanager.PodStatusGetter) (*resources, error) {
 	cfg := a.cfg
 	machine, err := topology.Discover(ctx, topology.HostSysfs())
 	if err != nil {
@@ -47,7 +48,7 @@ func (a *agent) newResources(ctx context.Context, pods func() []*v1.Pod, status 
 	r.cpus, err = cpumanager.New(ctx, cpumanager.Config{
 		Policy: cfg.CPUManagerPolicy, Options: cfg.CPUManagerPolicyOptions, Topology: machine.CPU,
 		ReservedSystemCPUs: reservedList, ReservedCPU: res[v1.ResourceCPU],
-		StateDir: a.rootDir, ActivePods: cpumanager.PodListerFunc(pods), SourcesReady: a.merger.SeenAllSources,
+		StateDir: a.rootDir, ActivePods: cpumanager.PodListerFunc(pods), SourcesReady: ready,
 		Status: status, Runtime: a.runtime, ReconcilePeriod: cfg.CPUManagerReconcilePeriod.Duration,
 	})
 	if err != nil {
@@ -55,7 +56,7 @@ func (a *agent) newResources(ctx context.Context, pods func() []*v1.Pod, status 
 	}
 	mcfg := memorymanager.Config{
 		Policy: cfg.MemoryManagerPolicy, Machine: machine, ReservedMemory: cfg.ReservedMemory,
-		StateDir: a.rootDir, ActivePods: memorymanager.PodListerFunc(pods), SourcesReady: a.merger.SeenAllSources,
+		StateDir: a.rootDir, ActivePods: memorymanager.PodListerFunc(pods), SourcesReady: ready,
 	}
 	if cfg.MemoryManagerPolicy == memorymanager.PolicyStatic {
 		mcfg.NodeReservation = memoryReservation(cfg.EvictionHard, res)
