@@ -33,8 +33,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
