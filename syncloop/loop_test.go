@@ -78,10 +78,16 @@ type node struct {
 
 func startNode(t *testing.T, rt nodekit.Runtime, fake *agenttest.FakeRuntime, admitters ...nodekit.Admitter) *node {
 	t.Helper()
+	return startNodeWith(t, rt, fake, nil, admitters...)
+}
+
+// startNodeWith is startNode with a last say on the loop's Config.
+func startNodeWith(t *testing.T, rt nodekit.Runtime, fake *agenttest.FakeRuntime, edit func(*syncloop.Config), admitters ...nodekit.Admitter) *node {
+	t.Helper()
 	n := &node{rt: fake, status: newFakeStatus(), updates: make(chan nodekit.PodUpdate, 100), ready: true}
 	cache := pleg.NewCache()
 	g := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clock.RealClock{}})
-	loop, err := syncloop.New(syncloop.Config{
+	cfg := syncloop.Config{
 		Runtime: rt, Cache: cache, Status: n.status, Updates: n.updates, Events: g.Events(),
 		RootDir: t.TempDir(), NodeIPs: []string{"192.0.2.10"}, Admitters: admitters,
 		SourcesReady: func() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.ready },
@@ -93,7 +99,11 @@ func startNode(t *testing.T, rt nodekit.Runtime, fake *agenttest.FakeRuntime, ad
 			}
 			return g.Healthy()
 		},
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	loop, err := syncloop.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -632,6 +642,37 @@ func TestCompletedInitContainerIsReady(t *testing.T) {
 		settle(3 * time.Second)
 		if c := containerState(t, n.status.get(t, "u1"), "init"); !c.Ready {
 			t.Fatalf("completed init container not ready: %+v", c)
+		}
+	})
+}
+
+// A new image is a new container: its crash-loop back-off starts afresh,
+// as upstream keys the back-off by the container's hash.
+func TestCrashLoopBackOffResetOnImageUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		hash := func(c *v1.Container) uint64 { return uint64(len(c.Image)) }
+		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.ContainerHash = hash })
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		n.send(nodekit.ADD, p)
+		settle(2 * time.Second)
+		for range 3 { // exits at once, then after 10 s and 20 s back-offs
+			_ = rt.ExitContainer("u1", "app", 1)
+			settle(25 * time.Second)
+		}
+		_ = rt.ExitContainer("u1", "app", 1)
+		settle(2 * time.Second)
+		cs := containerState(t, n.status.get(t, "u1"), "app")
+		if cs.State.Waiting == nil || !strings.Contains(cs.State.Waiting.Message, "back-off 40s") {
+			t.Fatalf("want a 40s back-off before the update, have %+v", cs.State)
+		}
+		updated := p.DeepCopy()
+		updated.Spec.Containers[0].Image = "busybox:newer"
+		n.send(nodekit.UPDATE, updated)
+		settle(3 * time.Second)
+		cs = containerState(t, n.status.get(t, "u1"), "app")
+		if cs.State.Running == nil || cs.Image != "busybox:newer" {
+			t.Fatalf("the updated container did not start at once: %+v", cs)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -178,7 +179,13 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		case errors.As(r.Err, &ae):
 			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(ae.Reason), Message: ae.Message})
 			if ae.Reason == nodekit.ErrImagePull {
-				s.pull.Next(imageKey(pod, r.Target))
+				c := findSpec(pod.Spec.Containers, r.Target)
+				if c == nil {
+					c = findSpec(pod.Spec.InitContainers, r.Target)
+				}
+				if c != nil {
+					s.pull.Next(imageKey(pod, c))
+				}
 			}
 		default:
 			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(nodekit.ErrRunContainer), Message: r.Err.Error()})
@@ -210,7 +217,7 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 	hold := func(c *v1.Container) bool {
 		cs := rs.FindContainer(c.Name)
 		if r, ok := s.reasonsOf(pod.UID)[c.Name]; ok && (r.Reason == string(nodekit.ErrImagePull) || r.Reason == string(nodekit.ErrImagePullBackOff)) {
-			key := imageKey(pod, c.Name)
+			key := imageKey(pod, c)
 			if in, left := s.pull.InBackoff(key); in {
 				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", c.Image)})
 				if wait == 0 || left < wait {
@@ -222,7 +229,7 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 		if cs == nil || cs.State != nodekit.StateExited || cs.FinishedAt.IsZero() {
 			return false
 		}
-		key := crashKey(pod, c)
+		key := s.crashKey(pod, c)
 		if cs.FinishedAt.Sub(cs.StartedAt) >= backoffResetAfter {
 			s.crash.Reset(key)
 		}
@@ -256,12 +263,21 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 	return wait
 }
 
-func crashKey(pod *v1.Pod, c *v1.Container) string {
-	return string(pod.UID) + "/" + c.Name
+// crashKey names a container's crash-loop back-off. It includes the
+// container's hash, as upstream, so a changed spec (a new image) starts
+// with no back-off.
+func (s *syncer) crashKey(pod *v1.Pod, c *v1.Container) string {
+	key := string(pod.UID) + "/" + c.Name
+	if s.hash != nil {
+		key += "/" + strconv.FormatUint(s.hash(c), 16)
+	}
+	return key
 }
 
-func imageKey(pod *v1.Pod, name string) string {
-	return string(pod.UID) + "/" + name + "/image"
+// imageKey names a container's image-pull back-off; a new image starts
+// with none.
+func imageKey(pod *v1.Pod, c *v1.Container) string {
+	return string(pod.UID) + "/" + c.Name + "/" + c.Image
 }
 
 // deadlineLeft is the time until the pod's active deadline, if it has one.
