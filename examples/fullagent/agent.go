@@ -75,6 +75,7 @@ type agent struct {
 	classes     *runtimeClasses        // runtimeClassName -> handler (runtimeclass.go)
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)
+	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	apiInformer informers.SharedInformerFactory
 }
 
@@ -264,6 +265,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.probeRelay = newProbeRelay(a.probes, a.status, func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })
 	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
 	// The loop is built below; the managers ask it for active pods only
 	// once the agent runs.
@@ -299,7 +301,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		}), sysctls, a.resources.topology, a.devices}, builtins(nodeGetter, a.devices)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
-		ProbeUpdates:  a.probes.Updates(),
+		ProbeUpdates:  a.probeRelay.Updates(),
 		Hooks:         hooks,
 		Mirror:        mirror,
 		Secrets:       secrets,
@@ -489,6 +491,7 @@ func (a *agent) run(ctx context.Context) error {
 	})
 	start("container log rotation", a.logRotation.Run)
 	start("probes", a.probes.Run)
+	start("probe results", a.probeRelay.Run)
 	start("pod sources", a.merger.Run)
 	a.reclaim.run(start)
 	a.resources.run(start)

@@ -69,6 +69,27 @@ func TestProbesAndHooks(t *testing.T) {
 		}
 	})
 
+	t.Run("readiness turns false while the pod terminates", func(t *testing.T) {
+		pod := simplePod("leaving", v1.RestartPolicyAlways, "trap 'rm -f /tmp/ready; sleep 20; exit 0' TERM; touch /tmp/ready; while true; do sleep 1; done")
+		pod.Spec.Containers[0].ReadinessProbe = execProbe("cat /tmp/ready", 1)
+		grace := int64(30)
+		pod.Spec.TerminationGracePeriodSeconds = &grace
+		e.createPod(t, pod)
+		e.waitPod(t, "leaving", 60*time.Second, "Ready", func(p *v1.Pod) bool { return ready(p, "app") })
+		if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "leaving", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := e.waitPod(t, "leaving", 10*time.Second, "not Ready while terminating", func(p *v1.Pod) bool { return !ready(p, "app") })
+		if p.DeletionTimestamp == nil || containerStatus(p, "app").State.Running == nil {
+			t.Fatalf("want a terminating pod with its container still running: %s", describeStatus(p))
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady && c.Status != v1.ConditionFalse {
+				t.Fatalf("pod condition Ready is %s while its container is not ready", c.Status)
+			}
+		}
+	})
+
 	t.Run("tcpSocket and grpc probes", func(t *testing.T) {
 		pod := simplePod("tcpgrpc", v1.RestartPolicyAlways, "")
 		pod.Spec.Containers = []v1.Container{
