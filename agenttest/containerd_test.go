@@ -139,6 +139,35 @@ func TestContainerd(t *testing.T) {
 		t.Errorf("RemoveContainer: %v", err)
 	}
 
+	// The pause image, run as a container, ends at once on SIGTERM as
+	// upstream's does.
+	pause, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
+		PodSandboxId: sandboxID,
+		Config: &runtimeapi.ContainerConfig{
+			Metadata: &runtimeapi.ContainerMetadata{Name: "pause"},
+			Image:    &runtimeapi.ImageSpec{Image: agenttest.PauseImage},
+			LogPath:  "pause.log",
+		},
+		SandboxConfig: sbConfig,
+	})
+	if err != nil {
+		t.Fatalf("CreateContainer pause: %v", err)
+	}
+	if _, err := rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: pause.GetContainerId()}); err != nil {
+		t.Fatalf("StartContainer pause: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // let the shell install its trap
+	stopAt := time.Now()
+	if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: pause.GetContainerId(), Timeout: 30}); err != nil {
+		t.Fatalf("StopContainer pause: %v", err)
+	}
+	if st := waitExited(ctx, t, rt, pause.GetContainerId()); st.GetExitCode() != 0 || time.Since(stopAt) > 10*time.Second {
+		t.Errorf("pause container: exit %d after %v; want 0 at once on SIGTERM", st.GetExitCode(), time.Since(stopAt))
+	}
+	if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: pause.GetContainerId()}); err != nil {
+		t.Errorf("RemoveContainer: %v", err)
+	}
+
 	// The agnhost image runs the tools conformance tests use in it.
 	if !cri.HasImage(agenttest.AgnhostImage) {
 		return

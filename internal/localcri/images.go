@@ -100,7 +100,9 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 		{
 			name:       ImagePause,
 			tags:       []string{SandboxImage, "registry.k8s.io/pause:3.10.2"},
-			entrypoint: []string{"/bin/sleep", "2147483647"},
+			// Like upstream's pause: wait forever, exit 0 on SIGTERM or
+			// SIGINT (a bare sleep as PID 1 would ignore them).
+			entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"},
 		},
 	}
 	agnhost, err := findAgnhost(binDir)
