@@ -23,6 +23,7 @@ const (
 	BusyboxImage = localcri.BusyboxImage // registry.k8s.io/e2e-test-images/busybox:1.37.0-2, CMD ["sh"]
 	PauseImage   = localcri.SandboxImage // registry.k8s.io/pause:3.10.1, the sandbox image
 	AgnhostImage = localcri.AgnhostImage // registry.k8s.io/e2e-test-images/agnhost:2.66.1, when built
+	NonRootImage = localcri.NonRootImage // registry.k8s.io/e2e-test-images/nonroot:1.5, busybox with USER 1234
 )
 
 // Containerd is a private containerd (CRI v1) serving one test, with runc,

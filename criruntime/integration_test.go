@@ -118,6 +118,22 @@ func TestContainerdIntegration(t *testing.T) {
 		killAndRemove(t, rt, pod)
 	})
 
+	t.Run("runAsNonRoot with the image's numeric user", func(t *testing.T) {
+		pod := busyboxPod("nonroot", "id", "-u")
+		pod.Spec.Containers[0].Image = agenttest.NonRootImage
+		yes := true
+		pod.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes}
+		if err := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+			t.Fatalf("SyncPod: %v", err)
+		}
+		st := waitExited(t, rt, pod, "app")
+		b, err := os.ReadFile(st.LogPath)
+		if err != nil || st.ExitCode != 0 || !strings.Contains(string(b), " 1234") {
+			t.Fatalf("exit %d, log %q, %v; want uid 1234", st.ExitCode, b, err)
+		}
+		killAndRemove(t, rt, pod)
+	})
+
 	t.Run("a pull of a missing image fails at once, on loopback", func(t *testing.T) {
 		pod := busyboxPod("pull")
 		pod.Spec.Containers[0].Image = "registry.k8s.io/e2e-test-images/not-imported:1.0"

@@ -24,6 +24,7 @@ const (
 	ImageBusybox = "busybox"
 	ImagePause   = "pause"
 	ImageAgnhost = "agnhost"
+	ImageNonRoot = "nonroot"
 )
 
 // Image references the local images are tagged with (besides the aliases
@@ -32,6 +33,9 @@ const (
 	SandboxImage = "registry.k8s.io/pause:3.10.1"
 	BusyboxImage = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// NonRootImage is busybox whose image config names user 1234, as
+	// upstream's nonroot test image.
+	NonRootImage = "registry.k8s.io/e2e-test-images/nonroot:1.5"
 )
 
 // imageFormat is part of every cache key: bump it whenever the builder
@@ -54,6 +58,7 @@ type imageSpec struct {
 	tags       []string
 	entrypoint []string
 	cmd        []string
+	user       string                                         // the config's User; "" is root
 	extra      func(ctx context.Context) ([]fileEntry, error) // a second layer; nil for none
 	inputs     []string                                       // what else goes into the cache key
 }
@@ -98,8 +103,14 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 			cmd:  []string{"sh"},
 		},
 		{
-			name:       ImagePause,
-			tags:       []string{SandboxImage, "registry.k8s.io/pause:3.10.2"},
+			name: ImageNonRoot,
+			tags: []string{NonRootImage},
+			cmd:  []string{"sh"},
+			user: "1234",
+		},
+		{
+			name: ImagePause,
+			tags: []string{SandboxImage, "registry.k8s.io/pause:3.10.2"},
 			// Like upstream's pause: wait forever, exit 0 on SIGTERM or
 			// SIGINT (a bare sleep as PID 1 would ignore them).
 			entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"},
@@ -156,7 +167,7 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 
 func cacheKey(s imageSpec, base []string) string {
 	h := sha256.New()
-	for _, parts := range [][]string{base, {s.name}, s.tags, s.entrypoint, {"--"}, s.cmd, {"--"}, s.inputs} {
+	for _, parts := range [][]string{base, {s.name}, s.tags, s.entrypoint, {"--"}, s.cmd, {"--", s.user, "--"}, s.inputs} {
 		for _, p := range parts {
 			fmt.Fprintf(h, "%d:%s\n", len(p), p)
 		}

@@ -45,8 +45,8 @@ func TestBuildImagesDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != 3 || len(b) != 3 {
-		t.Fatalf("want 3 images, got %d and %d", len(a), len(b))
+	if len(a) != 4 || len(b) != 4 {
+		t.Fatalf("want 4 images, got %d and %d", len(a), len(b))
 	}
 	for i := range a {
 		if a[i].Manifest != b[i].Manifest || a[i].ID != b[i].ID {
@@ -80,8 +80,8 @@ func TestBuildImagesWithoutAgnhost(t *testing.T) {
 	for _, it := range images {
 		names = append(names, it.Name)
 	}
-	if !slices.Equal(names, []string{ImageBusybox, ImagePause}) {
-		t.Fatalf("images = %v, want busybox and pause only", names)
+	if !slices.Equal(names, []string{ImageBusybox, ImageNonRoot, ImagePause}) {
+		t.Fatalf("images = %v, want busybox, nonroot and pause only", names)
 	}
 }
 
@@ -116,14 +116,24 @@ func TestImageContents(t *testing.T) {
 				t.Errorf("busybox config = %+v", c)
 			}
 		case ImagePause:
-			if !slices.Equal(c.Entrypoint, []string{"/bin/sleep", "2147483647"}) {
+			if len(c.Entrypoint) != 3 || c.Entrypoint[0] != "/bin/sh" || !strings.Contains(c.Entrypoint[2], "trap 'exit 0' TERM") {
 				t.Errorf("pause config = %+v", c)
+			}
+		case ImageNonRoot:
+			if c.User != "1234" || !slices.Equal(c.Cmd, []string{"sh"}) {
+				t.Errorf("nonroot config = %+v", c)
 			}
 		case ImageAgnhost:
 			if !slices.Equal(c.Entrypoint, []string{"/agnhost"}) || !slices.Equal(c.Cmd, []string{"pause"}) {
 				t.Errorf("agnhost config = %+v", c)
 			}
-			for _, want := range []string{"agnhost", "agnhost-2", "uploads/", "localhost.crt", "localhost.key"} {
+			want := []string{"agnhost", "agnhost-2", "uploads/", "localhost.crt", "localhost.key"}
+			for _, tool := range agnhostTools {
+				if _, err := os.Stat(tool.host); err == nil {
+					want = append(want, tool.image)
+				}
+			}
+			for _, want := range want {
 				if _, ok := files[want]; !ok {
 					t.Errorf("agnhost: rootfs lacks %s", want)
 				}

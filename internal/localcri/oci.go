@@ -47,6 +47,7 @@ type containerConfig struct {
 	Env        []string `json:"Env"`
 	Entrypoint []string `json:"Entrypoint,omitempty"`
 	Cmd        []string `json:"Cmd,omitempty"`
+	User       string   `json:"User,omitempty"`
 	WorkingDir string   `json:"WorkingDir"`
 }
 
@@ -79,6 +80,7 @@ func newImageConfig(s imageSpec, layers []layerBlob) imageConfig {
 			Env:        []string{defaultPath},
 			Entrypoint: s.entrypoint,
 			Cmd:        s.cmd,
+			User:       s.user,
 			WorkingDir: "/",
 		},
 		RootFS: rootFS{Type: "layers"},
