@@ -105,6 +105,12 @@ type NodeConfig struct {
 	Conditions map[v1.NodeConditionType]ConditionProvider
 	// Setters fill further status fields.
 	Setters []StatusSetter
+	// Cached, when set, returns the Node from a local cache (an informer
+	// on this node); SyncOnce computes the status from it instead of
+	// GETting the Node every StatusUpdateFrequency, as upstream reads its
+	// informer first. It GETs when the cache has no Node or the previous
+	// patch failed.
+	Cached func() (*v1.Node, bool)
 	// StatusUpdateFrequency is how often Run computes the status and
 	// patches it if it changed. Default 10s.
 	StatusUpdateFrequency time.Duration
@@ -127,6 +133,7 @@ type NodeReporter struct {
 	mu         sync.Mutex
 	registered bool
 	lastReport time.Time
+	getNext    bool // read the Node from the API server, not Cached
 }
 
 // NewNodeReporter validates cfg and returns a NodeReporter writing through
@@ -338,7 +345,7 @@ func (r *NodeReporter) SyncOnce(ctx context.Context) error {
 			return err
 		}
 	}
-	existing, err := r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
+	existing, err := r.current(ctx)
 	if apierrors.IsNotFound(err) {
 		r.registered = false
 		return fmt.Errorf("node %s was deleted; it will be registered again: %w", r.cfg.NodeName, err)
@@ -358,10 +365,24 @@ func (r *NodeReporter) SyncOnce(ctx context.Context) error {
 		return nil
 	}
 	if err := r.patch(ctx, existing, updated); err != nil {
+		r.getNext = true // the cache may be stale: read the API next time
 		return fmt.Errorf("update node %s status: %w", r.cfg.NodeName, err)
 	}
+	r.getNext = false
 	r.lastReport = r.cfg.Clock.Now()
 	return nil
+}
+
+// current returns the Node to compute the status from: the cached one
+// when there is a cache and the last patch went through, else the API
+// server's.
+func (r *NodeReporter) current(ctx context.Context) (*v1.Node, error) {
+	if r.cfg.Cached != nil && !r.getNext {
+		if n, ok := r.cfg.Cached(); ok && n != nil {
+			return n, nil
+		}
+	}
+	return r.client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 }
 
 // Run calls SyncOnce every StatusUpdateFrequency until ctx is done, then

@@ -390,3 +390,41 @@ func jsonEqual(a, b any) bool {
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
 }
+
+// With a cache, steady state reads no Node from the API server: the status
+// is computed from the cached Node and patched only when it changes; a
+// failed patch makes the next sync read the API server.
+func TestNodeStatusFromCache(t *testing.T) {
+	var f *nodeFixture
+	cached := func() (*v1.Node, bool) { // the tracker stands in for an informer
+		obj, err := f.cs.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "node1")
+		if err != nil {
+			return nil, false
+		}
+		return obj.(*v1.Node), true
+	}
+	f = newNodeFixture(t, NodeConfig{Cached: cached})
+	ctx := t.Context()
+	if err := f.r.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gets := func() int { return countActions(f.cs, "get", "") }
+	before := gets()
+	for range 3 {
+		f.clock.Step(10 * time.Second)
+		if err := f.r.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := gets() - before; got != 0 {
+		t.Fatalf("%d GETs of the Node for 3 syncs with a cache, want none", got)
+	}
+	f.ready.set(ConditionState{Status: v1.ConditionFalse, Reason: "KubeletNotReady", Message: "runtime down"})
+	f.clock.Step(10 * time.Second)
+	if err := f.r.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeCondition(f.node(t), v1.NodeReady); c.Status != v1.ConditionFalse {
+		t.Fatalf("Ready = %+v after a change computed from the cache", c)
+	}
+}
