@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,6 +36,7 @@ import (
 	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/shutdown"
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
@@ -76,6 +78,7 @@ type agent struct {
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
+	shutdown    *shutdown.Manager      // graceful node shutdown (SIGPWR)
 	apiInformer informers.SharedInformerFactory
 }
 
@@ -276,6 +279,9 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.shutdown, err = a.newShutdown(cfg, recorder, func() *syncloop.Loop { return loop }); err != nil {
+		return nil, err
+	}
 	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return loop.NotTerminatedPods() }, func() bool { return loop.SourcesReady() }); err != nil {
 		return nil, err
 	}
@@ -298,7 +304,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		// allocate) comes before the built-in predicates, as upstream.
 		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 			return a.reclaim.eviction.Admit(ctx, req)
-		}), sysctls, a.resources.topology, a.devices}, builtins(nodeGetter, a.devices)...),
+		}), sysctls, a.resources.topology, a.devices}, append(builtins(nodeGetter, a.devices), a.shutdown)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
 		ProbeUpdates:  a.probeRelay.Updates(),
@@ -373,7 +379,7 @@ func sysctlAdmitter(cfg *kubeletv1beta1.KubeletConfiguration) (*admission.Sysctl
 // nodeConditions are Ready and the pressure conditions.
 func (a *agent) nodeConditions() map[v1.NodeConditionType]statusmgr.ConditionProvider {
 	out := a.reclaim.conditions()
-	out[v1.NodeReady] = readyCondition(a.runtime, a.pleg)
+	out[v1.NodeReady] = readyCondition(a.runtime, a.pleg, a.shutdown)
 	return out
 }
 
@@ -497,6 +503,11 @@ func (a *agent) run(ctx context.Context) error {
 	start("probes", a.probes.Run)
 	start("probe results", a.probeRelay.Run)
 	start("pod sources", a.merger.Run)
+	start("node shutdown", func(ctx context.Context) error {
+		// SIGPWR stands for a system shutdown (no systemd-logind here);
+		// SIGTERM and SIGINT only stop the agent and leave pods running.
+		return a.shutdown.Run(ctx, shutdown.SignalTrigger(syscall.SIGPWR))
+	})
 	a.reclaim.run(start)
 	a.resources.run(start)
 	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
@@ -558,8 +569,8 @@ type plegRunner interface {
 // readyCondition is the node's Ready condition: the runtime must report
 // ready and the PLEG must have relisted within its threshold, with
 // upstream's messages.
-func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error }) statusmgr.ConditionProvider {
-	return statusmgr.ReadyCondition(
+func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error }, extra ...statusmgr.ReadinessChecker) statusmgr.ConditionProvider {
+	return statusmgr.ReadyCondition(append([]statusmgr.ReadinessChecker{
 		statusmgr.ReadinessFunc(func(ctx context.Context) error {
 			if err := rt.Ready(ctx); err != nil {
 				return fmt.Errorf("container runtime is not ready: %w", err)
@@ -572,5 +583,5 @@ func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error 
 			}
 			return nil
 		}),
-	)
+	}, extra...)...)
 }

@@ -43,6 +43,12 @@ type procEnv struct {
 
 func startProcEnv(t *testing.T, extraArgs ...string) *procEnv {
 	t.Helper()
+	return startProcEnvWith(t, "", extraArgs...)
+}
+
+// startProcEnvWith is startProcEnv with extra KubeletConfiguration lines.
+func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *procEnv {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("restart tests build and run the agent as a process")
 	}
@@ -62,7 +68,7 @@ func startProcEnv(t *testing.T, extraArgs ...string) *procEnv {
 	// The node API listens on the test's own bridge address, not on :10250
 	// of every interface, so tests (and a local agent) do not clash.
 	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\ncgroupRoot: %s\n",
-		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t)))
+		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+extraConfig)
 	e := &procEnv{
 		env:  &env{client: client, cri: cri, nodeIP: cri.Gateway.String()},
 		cp:   cp,
