@@ -24,6 +24,7 @@ type ControlPlane struct {
 	Dir             string       // state dir (certificates, logs/, kubeconfigs), removed after the test
 	AdminKubeconfig string       // kubeconfig of a system:masters user
 	CAFile          string       // CA of the API server's serving and client certificates
+	CAKeyFile       string       // its key, to sign CSRs in tests (no controller-manager runs)
 	Admin           *rest.Config // admin client config (system:masters); copy before changing it
 
 	t  testing.TB
@@ -104,6 +105,7 @@ func StartControlPlane(t testing.TB, opts ...ControlPlaneOption) *ControlPlane {
 		Dir:             cp.Dir,
 		AdminKubeconfig: cp.AdminKubeconfig,
 		CAFile:          cp.CAFile,
+		CAKeyFile:       cp.CAKeyFile,
 		Admin:           rest.CopyConfig(cp.Admin),
 		t:               t,
 		cp:              cp,

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/bootstrap"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
@@ -78,6 +78,7 @@ type agent struct {
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
+	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	shutdown    *shutdown.Manager      // graceful node shutdown (SIGPWR)
 	apiInformer informers.SharedInformerFactory
 }
@@ -119,9 +120,9 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 
 	var recorder record.EventRecorder = &record.FakeRecorder{}
 	if o.kubeconfig != "" {
-		rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		rc, err := a.clientConfig(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", err)
+			return nil, err
 		}
 		rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
 		rc.UserAgent = "nodekit-fullagent/" + nodeName
@@ -474,6 +475,9 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	if a.apiCert != nil {
 		start("serving certificate", a.apiCert.Run)
+	}
+	if a.certRotator != nil {
+		start("client certificate rotation", a.certRotator.Run)
 	}
 	start("node API", a.api.Run)
 	start("status manager", a.status.Run)

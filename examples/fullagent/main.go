@@ -55,6 +55,9 @@ type options struct {
 	registerWithTaints taintsFlag
 	logJSON            bool
 	podCheckpoint      bool
+	// TLS bootstrap of the node's client certificate.
+	bootstrapKubeconfig string
+	certDir             string
 	// Container GC, as kubelet's (deprecated) flags; the period, fixed at
 	// one minute upstream, is a flag here.
 	minContainerTTL     time.Duration
@@ -77,6 +80,9 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.DurationVar(&o.containerGCPeriod, "container-gc-period", time.Minute, "how often dead containers are garbage collected")
 	fs.IntVar(&o.maxDeadPerContainer, "maximum-dead-containers-per-container", 1, "dead instances of one container to keep; negative keeps all")
 	fs.IntVar(&o.maxDeadContainers, "maximum-dead-containers", -1, "dead containers to keep on the node; negative keeps all")
+	fs.StringVar(&o.bootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig with bootstrap credentials (a bootstrap token), used to request the node's client certificate "+
+		"(CSR, signer kubernetes.io/kube-apiserver-client-kubelet) when --kubeconfig has no valid one; --kubeconfig is then written")
+	fs.StringVar(&o.certDir, "cert-dir", "", "directory of the node's client certificates (default ROOT-DIR/pki)")
 	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines")
 	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
 		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+

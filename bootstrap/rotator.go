@@ -1,0 +1,221 @@
+package bootstrap
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/certificate"
+	"k8s.io/client-go/util/connrotation"
+	"k8s.io/klog/v2"
+)
+
+// Rotator keeps the node's client certificate renewed, as upstream
+// kubelet's rotateCertificates: client-go's certificate manager requests a
+// new certificate (fresh key, same identity, signer
+// kubernetes.io/kube-apiserver-client-kubelet) at a jittered 70-90% of the
+// current one's lifetime, with the node's current credentials, falling
+// back to the bootstrap kubeconfig when the certificate has expired. New
+// pairs go to CertDir (kubelet-client-current.pem follows them, so the
+// kubeconfig LoadClientConfig wrote stays right across restarts).
+//
+// ClientConfig is the config to build the agent's clientsets from: its
+// TLS handshakes present the current certificate, and when a new one is
+// installed every connection is closed so that requests, watches
+// included, reconnect with it at once.
+type Rotator struct {
+	cfg     Config
+	mgr     certificate.Manager
+	dialer  *connrotation.Dialer
+	client  *rest.Config
+	logger  klog.Logger
+	started atomic.Bool
+
+	mu   sync.RWMutex
+	cert *tls.Certificate
+}
+
+// NewRotator prepares rotation of the certificate in cfg.CertDir for a
+// node whose client config is current (LoadClientConfig's result: its
+// server, CA and client settings are kept; its credentials give way to
+// the current certificate). If CertDir holds no certificate yet, the one
+// current points at (files or inline data) is taken over and replaced at
+// once. It reads files but does not contact the API server: call Run.
+func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.needIdentity("needed for rotation"); err != nil {
+		return nil, err
+	}
+	if current == nil {
+		return nil, errors.New("bootstrap: NewRotator: current client config is nil")
+	}
+	r := &Rotator{cfg: cfg, logger: klog.FromContext(ctx)}
+	if err := r.buildClientConfig(current); err != nil {
+		return nil, err
+	}
+	files, err := newStore(ctx, cfg.CertDir, current.CertFile, current.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	if pair, err := files.Current(); err == nil {
+		r.cert = pair
+	} else if _, none := err.(*certificate.NoCertKeyError); !none {
+		return nil, fmt.Errorf("bootstrap: current client certificate in %s: %w", cfg.CertDir, err)
+	}
+	subject := nodeSubject(cfg.NodeName)
+	mgrCtx := context.WithoutCancel(ctx) // Run stops the manager; this only carries the logger
+	r.mgr, err = certificate.NewManager(&certificate.Config{
+		ClientsetFn: r.clientset,
+		Template:    &x509.CertificateRequest{Subject: subject},
+		SignerName:  SignerName,
+		GetUsages:   certificate.DefaultKubeletClientGetUsages,
+		// A credential given inline (kubeadm's control-plane nodes) seeds
+		// the store and is rotated out at once, as upstream.
+		BootstrapCertificatePEM: current.CertData,
+		BootstrapKeyPEM:         current.KeyData,
+		CertificateStore:        &notifyingStore{Store: files, r: r},
+		Name:                    "kubelet-client",
+		Ctx:                     &mgrCtx,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: client certificate manager: %w", err)
+	}
+	return r, nil
+}
+
+// buildClientConfig makes the config whose transport presents the
+// current certificate through a dialer that can close every connection.
+func (r *Rotator) buildClientConfig(current *rest.Config) error {
+	rc := rest.AnonymousClientConfig(current)
+	tlsConfig, err := rest.TLSConfigFor(rc)
+	if err != nil {
+		return fmt.Errorf("bootstrap: TLS settings of %s: %w", rc.Host, err)
+	}
+	if tlsConfig == nil {
+		tlsConfig = &tls.Config{}
+	}
+	tlsConfig.Certificates = nil
+	tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		if c := r.Current(); c != nil {
+			return c, nil
+		}
+		return &tls.Certificate{}, nil // none yet: the handshake goes on without one
+	}
+	dial := rc.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	r.dialer = connrotation.NewDialer(dial)
+	proxy := rc.Proxy
+	if proxy == nil {
+		proxy = http.ProxyFromEnvironment
+	}
+	rc.Transport = utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               proxy,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     tlsConfig,
+		MaxIdleConnsPerHost: 25,
+		DialContext:         r.dialer.DialContext,
+	})
+	// The transport holds the TLS settings; client-go refuses both.
+	rc.TLSClientConfig = rest.TLSClientConfig{}
+	rc.Dial, rc.Proxy = nil, nil
+	r.client = rc
+	return nil
+}
+
+// ClientConfig returns a config presenting the current client
+// certificate; clientsets built from it follow rotations without a
+// restart. Each call returns a copy sharing one transport; set QPS, Burst,
+// UserAgent and such on it, but no TLS settings.
+func (r *Rotator) ClientConfig() *rest.Config {
+	return rest.CopyConfig(r.client)
+}
+
+// Current returns the certificate in use, nil when there is none or it
+// has expired. The caller must not modify it.
+func (r *Rotator) Current() *tls.Certificate {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.cert == nil || (r.cert.Leaf != nil && r.cfg.Clock.Now().After(r.cert.Leaf.NotAfter)) {
+		return nil
+	}
+	return r.cert
+}
+
+// CloseConnections closes every connection of ClientConfig's transport,
+// e.g. after failed heartbeats, so the next requests dial afresh.
+func (r *Rotator) CloseConnections() { r.dialer.CloseAll() }
+
+// Run renews the certificate until ctx ends, then returns nil. Failed
+// requests are retried by client-go's manager with back-off and logged.
+// Run can be called once.
+func (r *Rotator) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return errors.New("bootstrap: Rotator.Run called more than once")
+	}
+	klog.FromContext(ctx).Info("Starting client certificate rotation", "certDir", r.cfg.CertDir)
+	r.mgr.Start()
+	<-ctx.Done()
+	r.mgr.Stop()
+	return nil
+}
+
+// clientset is the manager's way to the API server: the current
+// certificate while it is valid, else the bootstrap credentials.
+func (r *Rotator) clientset(current *tls.Certificate) (kubernetes.Interface, error) {
+	if current != nil {
+		return r.cfg.NewClient(r.ClientConfig())
+	}
+	if r.cfg.BootstrapKubeconfig == "" {
+		return nil, errors.New("bootstrap: no valid client certificate to request a new one with, and no bootstrap kubeconfig")
+	}
+	boot, err := loadKubeconfig(r.cfg.BootstrapKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: bootstrap kubeconfig: %w", err)
+	}
+	return r.cfg.NewClient(boot)
+}
+
+// install makes pair current and closes the connections made with the
+// previous one.
+func (r *Rotator) install(pair *tls.Certificate) {
+	r.mu.Lock()
+	r.cert = pair
+	r.mu.Unlock()
+	r.dialer.CloseAll()
+	if pair.Leaf != nil {
+		r.logger.Info("Client certificate rotated; reconnecting with it", "subject", pair.Leaf.Subject.CommonName, "notAfter", pair.Leaf.NotAfter)
+		if r.cfg.OnRotate != nil {
+			r.cfg.OnRotate(pair.Leaf)
+		}
+	}
+}
+
+// notifyingStore is the manager's store: the file store, installing each
+// new pair in the Rotator as soon as it is on disk.
+type notifyingStore struct {
+	certificate.Store
+	r *Rotator
+}
+
+var _ certificate.Store = (*notifyingStore)(nil)
+
+func (s *notifyingStore) Update(cert, key []byte) (*tls.Certificate, error) {
+	pair, err := s.Store.Update(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	s.r.install(pair)
+	return pair, nil
+}

@@ -1,0 +1,142 @@
+package bootstrap_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/nodekit/nodekit/bootstrap"
+)
+
+// whoami serves the serial number of the client certificate a request
+// came with.
+func whoami(t *testing.T) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "no client certificate", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, r.TLS.PeerCertificates[0].SerialNumber)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func get(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body)
+}
+
+func TestRotatorRenewsAndReconnects(t *testing.T) {
+	srv := whoami(t)
+	ca := newTestCA(t)
+	// The first certificate is 91% through its life: due for renewal.
+	api := newFakeAPI(t, issue(t, ca, -50*time.Minute, 5*time.Minute))
+	dir := t.TempDir()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	rotated := make(chan *x509.Certificate, 4)
+	cfg := bootstrap.Config{
+		BootstrapKubeconfig: writeBootstrapKubeconfig(t, dir, srv.URL, caPEM, "", bootstrapToken),
+		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
+		CertDir:             filepath.Join(dir, "pki"),
+		NodeName:            testNode,
+		NewClient:           api.newClient,
+		OnRotate:            func(leaf *x509.Certificate) { rotated <- leaf },
+	}
+	rc, err := bootstrap.LoadClientConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := currentLeaf(t, rc.CertFile)
+
+	rot, err := bootstrap.NewRotator(t.Context(), cfg, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rot.Current(); c == nil || c.Leaf.SerialNumber.Cmp(first.SerialNumber) != 0 {
+		t.Fatal("the rotator does not start from the bootstrapped certificate")
+	}
+	hc, err := rest.HTTPClientFor(rot.ClientConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, hc, srv.URL); got != first.SerialNumber.String() {
+		t.Fatalf("before rotation the client presented %s, want %s", got, first.SerialNumber)
+	}
+
+	api.setDecide(issue(t, ca, -time.Minute, time.Hour))
+	done := make(chan error, 1)
+	go func() { done <- rot.Run(t.Context()) }()
+	var second *x509.Certificate
+	select {
+	case second = <-rotated:
+	case err := <-done:
+		t.Fatalf("Run returned %v before rotating", err)
+	case <-time.After(time.Minute):
+		t.Fatal("no rotation within a minute")
+	}
+	if second.SerialNumber.Cmp(first.SerialNumber) == 0 {
+		t.Fatal("rotated to the same certificate")
+	}
+	// The same client, without a restart, now presents the new certificate
+	// (its kept-alive connection was closed).
+	if got := get(t, hc, srv.URL); got != second.SerialNumber.String() {
+		t.Errorf("after rotation the client presented %s, want %s", got, second.SerialNumber)
+	}
+	if onDisk := currentLeaf(t, filepath.Join(cfg.CertDir, bootstrap.CurrentFile)); onDisk.SerialNumber.Cmp(second.SerialNumber) != 0 {
+		t.Error("the new certificate is not current on disk")
+	}
+	// The renewal was requested with the node's certificate, not the token.
+	cfgs := api.clientConfigs()
+	if last := cfgs[len(cfgs)-1]; last.BearerToken != "" || last.Transport == nil {
+		t.Errorf("renewal requested with token %q / transport %v, want the rotating certificate", last.BearerToken, last.Transport)
+	}
+	if err := rot.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "more than once") {
+		t.Errorf("second Run: %v", err)
+	}
+}
+
+func TestNewRotatorBadInput(t *testing.T) {
+	dir := t.TempDir()
+	rc := &rest.Config{Host: "https://127.0.0.1:6443"}
+	for _, tc := range []struct {
+		name string
+		cfg  bootstrap.Config
+		rc   *rest.Config
+		want string
+	}{
+		{"no cert dir", bootstrap.Config{NodeName: testNode}, rc, "Config.CertDir"},
+		{"no node", bootstrap.Config{CertDir: dir}, rc, "Config.NodeName"},
+		{"no client config", bootstrap.Config{CertDir: dir, NodeName: testNode}, nil, "client config is nil"},
+		{"bad CA file", bootstrap.Config{CertDir: dir, NodeName: testNode},
+			&rest.Config{Host: "https://127.0.0.1:6443", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(dir, "no-ca.crt")}}, "no-ca.crt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := bootstrap.NewRotator(t.Context(), tc.cfg, tc.rc)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
