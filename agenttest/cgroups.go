@@ -1,13 +1,12 @@
 package agenttest
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"testing"
 
-	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/internal/cgroot"
 )
 
 // CgroupRoot creates a cgroup of the test's own, /nodekit-test-<random>, in
@@ -20,18 +19,14 @@ func CgroupRoot(t testing.TB) string {
 	if os.Geteuid() != 0 {
 		RequireIntegration(t, "cgroups", fmt.Errorf("writing cgroups needs root"))
 	}
-	d, err := cgroupmgr.NewCgroupfsDriver("")
+	r, err := cgroot.Create(fmt.Sprintf("nodekit-test-%08x", rand.Uint32()))
 	if err != nil {
 		RequireIntegration(t, "cgroups", err)
 	}
-	name := cgroupmgr.CgroupName{fmt.Sprintf("nodekit-test-%08x", rand.Uint32())}
-	if err := d.Apply(context.Background(), name, nil); err != nil {
-		t.Fatalf("create cgroup root %s: %v", name.ToCgroupfs(), err)
-	}
 	t.Cleanup(func() {
-		if err := d.Destroy(context.Background(), name); err != nil {
-			t.Errorf("remove cgroup root %s: %v", name.ToCgroupfs(), err)
+		if err := r.Remove(); err != nil {
+			t.Errorf("remove cgroup root %s: %v", r.Name, err)
 		}
 	})
-	return name.ToCgroupfs()
+	return r.Name
 }

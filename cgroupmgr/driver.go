@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-
-	"k8s.io/utils/clock"
 )
 
 // Driver creates, sizes and removes cgroups by name. The Manager uses one;
@@ -62,21 +60,3 @@ func (d systemdDriver) Apply(context.Context, CgroupName, *ResourceConfig) error
 func (d systemdDriver) Exists(context.Context, CgroupName) (bool, error)         { return false, d.err }
 func (d systemdDriver) Children(context.Context, CgroupName) ([]string, error)   { return nil, d.err }
 func (d systemdDriver) Destroy(context.Context, CgroupName) error                { return d.err }
-
-// NewCgroupfsDriver returns the built-in cgroupfs driver over root (""
-// is /sys/fs/cgroup), detecting the cgroup version. Agents and tests use
-// it to create a cgroup root (Apply with nil resources) before Start, and
-// to remove it.
-func NewCgroupfsDriver(root string) (Driver, error) {
-	if root == "" {
-		root = defaultRoot
-	}
-	d, err := newFSDriver(root, VersionUnknown, killProcess, clock.RealClock{})
-	if err != nil {
-		return nil, err
-	}
-	if err := d.checkControllers(); err != nil {
-		return nil, err
-	}
-	return d, nil
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
@@ -29,13 +29,13 @@ type agentProc struct {
 // startAgent writes the agent's KubeletConfiguration and starts it. Both
 // agents get the same flags and the same configuration, except for the
 // fields only the kubelet reads (see kubeletOnly).
-func startAgent(agent, bin, dir, kubeconfig, caFile string, cri *localcri.Containerd, cg *cgroupRoot, pods int) (*agentProc, error) {
+func startAgent(agent, bin, dir, kubeconfig, caFile string, cri *localcri.Containerd, cg *cgroot.Root, pods int) (*agentProc, error) {
 	root := filepath.Join(dir, "agent")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(root, "config.yaml")
-	conf := agentConfig(root, cri, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.name)
+	conf := agentConfig(root, cri, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.Name)
 	if agent == agentKubelet {
 		conf += kubeletOnly(cri)
 	}
@@ -217,98 +217,6 @@ func binaryVersion(ctx context.Context, bin string) (string, error) {
 		return "", fmt.Errorf("%s --version printed nothing", bin)
 	}
 	return f[len(f)-1], nil
-}
-
-// cgroupRoot is a top-level cgroup of the bench's own in every cgroup v1
-// hierarchy, for an agent's cgroupRoot.
-type cgroupRoot struct {
-	name  string   // "/nkbench-..."
-	paths []string // created directories, one per hierarchy
-}
-
-// newCgroupRoot creates /NAME in every cgroup v1 hierarchy (the kubelet
-// checks it exists in each), with the cpuset of the root.
-func newCgroupRoot(name string) (*cgroupRoot, error) {
-	mounts, err := cgroupMounts(false)
-	if err != nil {
-		return nil, err
-	}
-	cg := &cgroupRoot{name: "/" + name}
-	for _, m := range mounts {
-		p := filepath.Join(m, name)
-		if err := os.Mkdir(p, 0o755); err != nil {
-			_ = cg.remove()
-			return nil, fmt.Errorf("create cgroup %s: %w", p, err)
-		}
-		cg.paths = append(cg.paths, p)
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			if v, err := os.ReadFile(filepath.Join(m, f)); err == nil {
-				if err := os.WriteFile(filepath.Join(p, f), v, 0o644); err != nil {
-					_ = cg.remove()
-					return nil, fmt.Errorf("cgroup %s: write %s: %w", p, f, err)
-				}
-			}
-		}
-	}
-	if len(cg.paths) == 0 {
-		return nil, errors.New("no cgroup v1 hierarchy is mounted")
-	}
-	return cg, nil
-}
-
-// remove deletes the cgroup and everything the kubelet and runc created in
-// it (in the v1 hierarchies and in a hybrid setup's cgroup2 mount), deepest
-// first. The containers must be gone.
-func (cg *cgroupRoot) remove() error {
-	mounts, err := cgroupMounts(true)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		top := filepath.Join(m, cg.name)
-		var dirs []string
-		_ = filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- { // WalkDir lists parents before children
-			var err error
-			for try := 0; try < 20; try++ {
-				if err = syscall.Rmdir(dirs[i]); err == nil || errors.Is(err, syscall.ENOENT) || !errors.Is(err, syscall.EBUSY) {
-					break
-				}
-				time.Sleep(100 * time.Millisecond) // the last tasks are exiting
-			}
-			if err != nil && !errors.Is(err, syscall.ENOENT) {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// cgroupMounts lists the mount points of the cgroup v1 hierarchies (and of
-// cgroup2 mounts when v2 is true).
-func cgroupMounts(v2 bool) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 1 {
-			continue
-		}
-		if g[0] == "cgroup" || (v2 && g[0] == "cgroup2") {
-			out = append(out, f[4])
-		}
-	}
-	return out, nil
 }
 
 // unmountBelow detaches every mount below dir, deepest first: a stopped

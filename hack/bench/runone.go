@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
@@ -67,10 +68,10 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		return nil, err
 	}
 	defer func() { _ = cp.Stop(cleanupCtx) }()
-	var cg *cgroupRoot
+	var cg *cgroot.Root
 	defer func() {
 		if cg != nil {
-			if err := cg.remove(); err != nil {
+			if err := cg.Remove(); err != nil {
 				logf("%s: %v", agent, err)
 			}
 		}
@@ -98,7 +99,7 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	}
 	// Both agents keep their kubepods tree under a cgroup of the bench's
 	// own, so neither can touch pods of anything else on the machine.
-	if cg, err = newCgroupRoot(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
+	if cg, err = cgroot.Create(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
 		return nil, err
 	}
 	kubeconfig, err := cp.NodeKubeconfig(nodeName)

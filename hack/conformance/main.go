@@ -33,7 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
@@ -140,19 +140,15 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 	}
 	// The agent's kubepods tree lives under a cgroup of this run's own, so
 	// its orphaned-pod cleanup cannot meet another agent's pods.
-	cgd, err := cgroupmgr.NewCgroupfsDriver("")
+	cgRoot, err := cgroot.Create(fmt.Sprintf("nkconf-%s-%d", agent, os.Getpid()))
 	if err != nil {
-		return fmt.Errorf("cgroups: %w", err)
-	}
-	cgRoot := cgroupmgr.CgroupName{fmt.Sprintf("nkconf-%s-%d", agent, os.Getpid())}
-	if err := cgd.Apply(ctx, cgRoot, nil); err != nil {
-		return fmt.Errorf("create cgroup root: %w", err)
+		return fmt.Errorf("cgroup root: %w", err)
 	}
 	if !keep {
-		defer func() { _ = cgd.Destroy(context.WithoutCancel(ctx), cgRoot) }()
+		defer func() { _ = cgRoot.Remove() }()
 	}
 	root := filepath.Join(dir, "agent")
-	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, cgRoot.ToCgroupfs(), start); err != nil {
+	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, cgRoot.Name, start); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(cp.Admin)
