@@ -24,6 +24,9 @@ const (
 	PauseImage   = localcri.SandboxImage // registry.k8s.io/pause:3.10.1, the sandbox image
 	AgnhostImage = localcri.AgnhostImage // registry.k8s.io/e2e-test-images/agnhost:2.66.1, when built
 	NonRootImage = localcri.NonRootImage // registry.k8s.io/e2e-test-images/nonroot:1.5, busybox with USER 1234
+	// GlibcDNSImage is busybox with the machine's glibc hostname(1), when
+	// the machine has one: registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1.
+	GlibcDNSImage = localcri.GlibcDNSImage
 )
 
 // Containerd is a private containerd (CRI v1) serving one test, with runc,

@@ -383,6 +383,22 @@ func TestFullAgent(t *testing.T) {
 		}
 	})
 
+	t.Run("hostnameOverride names the pod's host", func(t *testing.T) {
+		if !e.cri.HasImage(agenttest.GlibcDNSImage) {
+			t.Skip("no glibc-dns-testing image (the machine has no /usr/bin/hostname)")
+		}
+		pod := simplePod("override", v1.RestartPolicyNever, "echo $(hostname)';'$(hostname -f)';'")
+		pod.Spec.Containers[0].Image = agenttest.GlibcDNSImage
+		override := "override.example.host"
+		pod.Spec.HostnameOverride = &override
+		e.createPod(t, pod)
+		e.waitPod(t, "override", 60*time.Second, "Succeeded", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodSucceeded })
+		b, err := e.client.CoreV1().Pods("default").GetLogs("override", &v1.PodLogOptions{Container: "app"}).DoRaw(t.Context())
+		if want := override + ";" + override + ";"; err != nil || strings.TrimSpace(string(b)) != want {
+			t.Fatalf("output %q, %v; want %q", b, err, want)
+		}
+	})
+
 	t.Run("too much CPU is OutOfcpu", func(t *testing.T) {
 		pod := simplePod("bigcpu", v1.RestartPolicyAlways, "sleep 3600")
 		pod.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1000")}

@@ -30,6 +30,9 @@ var agnhostTools = []hostTool{
 	{"/bin/nc.openbsd", "usr/bin/nc"},
 }
 
+// glibcDNSTools are what the glibc-dns-testing image adds to busybox.
+var glibcDNSTools = []hostTool{{"/usr/bin/hostname", "bin/hostname"}}
+
 // hostToolsLayer returns the layer entries for the tools found on this
 // machine and their libraries (found with ldd), plus a fingerprint of
 // what went in, for the image cache key. Missing tools are reported in

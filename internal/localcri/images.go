@@ -21,10 +21,11 @@ import (
 
 // Short names of the images BuildImages produces.
 const (
-	ImageBusybox = "busybox"
-	ImagePause   = "pause"
-	ImageAgnhost = "agnhost"
-	ImageNonRoot = "nonroot"
+	ImageBusybox  = "busybox"
+	ImagePause    = "pause"
+	ImageAgnhost  = "agnhost"
+	ImageNonRoot  = "nonroot"
+	ImageGlibcDNS = "glibc-dns-testing"
 )
 
 // Image references the local images are tagged with (besides the aliases
@@ -36,6 +37,9 @@ const (
 	// NonRootImage is busybox whose image config names user 1234, as
 	// upstream's nonroot test image.
 	NonRootImage = "registry.k8s.io/e2e-test-images/nonroot:1.5"
+	// GlibcDNSImage is busybox with the machine's glibc hostname(1), whose
+	// -f resolves through /etc/hosts, as upstream's glibc-dns-testing.
+	GlibcDNSImage = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
 )
 
 // imageFormat is part of every cache key: bump it whenever the builder
@@ -115,6 +119,15 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 			// SIGINT (a bare sleep as PID 1 would ignore them).
 			entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"},
 		},
+	}
+	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, glibcDNSTools); err != nil {
+		return nil, fmt.Errorf("build images: glibc-dns-testing tools: %w", err)
+	} else if len(skipped) == 0 {
+		specs = append(specs, imageSpec{
+			name: ImageGlibcDNS, tags: []string{GlibcDNSImage}, cmd: []string{"sh"},
+			extra:  func(context.Context) ([]fileEntry, error) { return tools, nil },
+			inputs: toolInputs,
+		})
 	}
 	agnhost, err := findAgnhost(binDir)
 	if err != nil {

@@ -45,8 +45,12 @@ func TestBuildImagesDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a) != 4 || len(b) != 4 {
-		t.Fatalf("want 4 images, got %d and %d", len(a), len(b))
+	want := 4
+	if _, err := os.Stat(glibcDNSTools[0].host); err == nil {
+		want++
+	}
+	if len(a) != want || len(b) != want {
+		t.Fatalf("want %d images, got %d and %d", want, len(a), len(b))
 	}
 	for i := range a {
 		if a[i].Manifest != b[i].Manifest || a[i].ID != b[i].ID {
@@ -80,8 +84,12 @@ func TestBuildImagesWithoutAgnhost(t *testing.T) {
 	for _, it := range images {
 		names = append(names, it.Name)
 	}
-	if !slices.Equal(names, []string{ImageBusybox, ImageNonRoot, ImagePause}) {
-		t.Fatalf("images = %v, want busybox, nonroot and pause only", names)
+	want := []string{ImageBusybox, ImageNonRoot, ImagePause}
+	if _, err := os.Stat(glibcDNSTools[0].host); err == nil {
+		want = append(want, ImageGlibcDNS)
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("images = %v, want %v", names, want)
 	}
 }
 
@@ -118,6 +126,10 @@ func TestImageContents(t *testing.T) {
 		case ImagePause:
 			if len(c.Entrypoint) != 3 || c.Entrypoint[0] != "/bin/sh" || !strings.Contains(c.Entrypoint[2], "trap 'exit 0' TERM") {
 				t.Errorf("pause config = %+v", c)
+			}
+		case ImageGlibcDNS:
+			if h := files["bin/hostname"]; h == nil || h.Typeflag != tar.TypeReg {
+				t.Errorf("glibc-dns-testing: bin/hostname = %+v, want the machine's binary", h)
 			}
 		case ImageNonRoot:
 			if c.User != "1234" || !slices.Equal(c.Cmd, []string{"sh"}) {
