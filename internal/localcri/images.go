@@ -100,17 +100,30 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 	base := baseLayer(busybox, applets)
 	baseInputs := append([]string{imageFormat, runtime.GOARCH, busyboxSum}, applets...)
 
+	shell, shellInputs, err := shellLayer(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	withShell := func(more []fileEntry) func(context.Context) ([]fileEntry, error) {
+		return func(context.Context) ([]fileEntry, error) {
+			return append(append([]fileEntry{}, shell...), more...), nil
+		}
+	}
 	specs := []imageSpec{
 		{
-			name: ImageBusybox,
-			tags: []string{BusyboxImage, "docker.io/library/busybox:latest", "docker.io/library/busybox:1.36"},
-			cmd:  []string{"sh"},
+			name:   ImageBusybox,
+			tags:   []string{BusyboxImage, "docker.io/library/busybox:latest", "docker.io/library/busybox:1.36"},
+			cmd:    []string{"sh"},
+			extra:  withShell(nil),
+			inputs: shellInputs,
 		},
 		{
-			name: ImageNonRoot,
-			tags: []string{NonRootImage},
-			cmd:  []string{"sh"},
-			user: "1234",
+			name:   ImageNonRoot,
+			tags:   []string{NonRootImage},
+			cmd:    []string{"sh"},
+			user:   "1234",
+			extra:  withShell(nil),
+			inputs: shellInputs,
 		},
 		{
 			name: ImagePause,
@@ -120,13 +133,13 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 			entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"},
 		},
 	}
-	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, glibcDNSTools); err != nil {
+	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, append(glibcDNSTools, shellTools...)); err != nil {
 		return nil, fmt.Errorf("build images: glibc-dns-testing tools: %w", err)
 	} else if len(skipped) == 0 {
 		specs = append(specs, imageSpec{
 			name: ImageGlibcDNS, tags: []string{GlibcDNSImage}, cmd: []string{"sh"},
-			extra:  func(context.Context) ([]fileEntry, error) { return tools, nil },
-			inputs: toolInputs,
+			extra:  func(context.Context) ([]fileEntry, error) { return append(tools, shellLink()...), nil },
+			inputs: append(toolInputs, shellMarker()...),
 		})
 	}
 	agnhost, err := findAgnhost(binDir)
@@ -151,9 +164,9 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 			cmd:        []string{"pause"},
 			extra: func(context.Context) ([]fileEntry, error) {
 				l, err := agnhostLayer(agnhost)
-				return append(l, tools...), err
+				return append(append(l, tools...), shellLink()...), err
 			},
-			inputs: append([]string{agnhostSum}, toolInputs...),
+			inputs: append(append([]string{agnhostSum}, toolInputs...), shellMarker()...),
 		})
 	}
 
