@@ -250,7 +250,7 @@ func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash f
 				if r != ProbeSuccess {
 					if r == ProbeFailure {
 						a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonStartupProbe,
-							Message: fmt.Sprintf("Init container %s failed startup probe", c.Name)}
+							Message: fmt.Sprintf("Init container %s failed startup probe", c.Name), GracePeriod: probeGrace(pod, c.StartupProbe)}
 						start = append(start, i)
 					}
 					break
@@ -270,7 +270,7 @@ func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash f
 			if c.LivenessProbe != nil {
 				if r, ok := probe(probes, Liveness, cs.ID); ok && r == ProbeFailure {
 					a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonLivenessProbe,
-						Message: fmt.Sprintf("Init container %s failed liveness probe", c.Name)}
+						Message: fmt.Sprintf("Init container %s failed liveness probe", c.Name), GracePeriod: probeGrace(pod, c.LivenessProbe)}
 					start = append(start, i)
 				}
 			}

@@ -123,8 +123,10 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 	for _, o := range old {
 		oldByName[o.Name] = o
 	}
+	// As upstream: in a pod with init containers, every container not yet
+	// started (init ones included) waits with PodInitializing.
 	waiting := reasonContainerCreating
-	if !init && len(in.pod.Spec.InitContainers) > 0 {
+	if len(in.pod.Spec.InitContainers) > 0 {
 		waiting = reasonPodInitializing
 	}
 	out := make([]v1.ContainerStatus, 0, len(specs))

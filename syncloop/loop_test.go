@@ -275,7 +275,7 @@ func TestInitContainersRunInOrder(t *testing.T) {
 		if s.Phase != v1.PodPending || condition(s, v1.PodInitialized) != v1.ConditionFalse {
 			t.Fatalf("while init1 runs: %s %+v", s.Phase, s.Conditions)
 		}
-		if containerState(t, s, "init2").State.Waiting == nil || containerState(t, s, "app").State.Waiting.Reason != "PodInitializing" {
+		if w := containerState(t, s, "init2").State.Waiting; w == nil || w.Reason != "PodInitializing" || containerState(t, s, "app").State.Waiting.Reason != "PodInitializing" {
 			t.Fatalf("init2/app started early: %+v", s)
 		}
 		_ = rt.ExitContainer("u1", "init1", 0)
