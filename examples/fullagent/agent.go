@@ -79,6 +79,7 @@ type agent struct {
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
+	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
 	shutdown    *shutdown.Manager      // graceful node shutdown (SIGPWR)
 	apiInformer informers.SharedInformerFactory
 }
@@ -492,6 +493,9 @@ func (a *agent) run(ctx context.Context) error {
 	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, a) })
 	if err := a.devices.Start(ctx); err != nil {
 		return err
+	}
+	if a.watching != nil {
+		start("volume object watches", a.watching.Run)
 	}
 	start("volumes", a.volumes.Run)
 	start("pleg", a.pleg.Run)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
@@ -87,8 +88,11 @@ func (a *agent) objects() objectGetter {
 // unreachable).
 func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequester) {
 	if a.checkpoint == nil {
-		vc := volumemgr.FromClient(a.client)
-		return vc, vc
+		// Watched one object at a time, as upstream's default
+		// (configMapAndSecretChangeDetectionStrategy: Watch): volume
+		// refreshes send no requests for unchanged objects.
+		a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
+		return a.watching, a.watching
 	}
 	o := a.checkpoint.Objects()
 	return o, o
