@@ -109,7 +109,10 @@ type NodeConfig struct {
 	// on this node); SyncOnce computes the status from it instead of
 	// GETting the Node every StatusUpdateFrequency, as upstream reads its
 	// informer first. It GETs when the cache has no Node or the previous
-	// patch failed.
+	// patch failed. Beware: while the cache's watch is broken (after an
+	// API server outage) a change made by others, such as the node
+	// lifecycle controller marking the node Unknown, goes unseen until
+	// StatusReportFrequency; fullagent does not set it for that reason.
 	Cached func() (*v1.Node, bool)
 	// StatusUpdateFrequency is how often Run computes the status and
 	// patches it if it changed. Default 10s.

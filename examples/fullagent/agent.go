@@ -345,12 +345,8 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
-			Conditions: a.nodeConditions(),
-			Setters:    []statusmgr.StatusSetter{deviceStatus(a.devices)},
-			Cached: func() (*v1.Node, bool) { // no GET every 10 s
-				n, err := a.cachedNode(ctx)
-				return n, err == nil
-			},
+			Conditions:            a.nodeConditions(),
+			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices)},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 		})

@@ -58,9 +58,13 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 		path = checkpointPath(o.rootDir)
 	}
 	live := podopts.FromClient(a.client)
+	// ConfigMaps and Secrets are watched one object at a time, as
+	// upstream's default (configMapAndSecretChangeDetectionStrategy:
+	// Watch): volume refreshes send no requests for unchanged objects.
+	a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
 	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.client, a.nodeName), podconfig.CheckpointConfig{
 		Path: path, NodeName: a.nodeName,
-		ConfigMaps: live, Secrets: live, Services: live,
+		ConfigMaps: a.watching, Secrets: a.watching, Services: live,
 		Tokens: volumemgr.FromClient(a.client),
 		Node:   admission.NodeFunc(a.cachedNode),
 	})
@@ -88,11 +92,8 @@ func (a *agent) objects() objectGetter {
 // unreachable).
 func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequester) {
 	if a.checkpoint == nil {
-		// Watched one object at a time, as upstream's default
-		// (configMapAndSecretChangeDetectionStrategy: Watch): volume
-		// refreshes send no requests for unchanged objects.
-		a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
-		return a.watching, a.watching
+		vc := volumemgr.FromClient(a.client)
+		return vc, vc
 	}
 	o := a.checkpoint.Objects()
 	return o, o
