@@ -82,7 +82,7 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 		defer os.RemoveAll(dir)
 	}
 	var procsToStop []*exec.Cmd
-	defer func() {
+	stopProcs := func() {
 		if keep {
 			fmt.Println("conformance: --keep: cluster left running in", dir)
 			return
@@ -91,7 +91,9 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 			_ = procsToStop[i].Process.Signal(syscall.SIGTERM)
 			_ = procsToStop[i].Wait()
 		}
-	}()
+		procsToStop = nil
+	}
+	defer stopProcs()
 
 	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr})
 	if err != nil {
@@ -145,7 +147,12 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 		return fmt.Errorf("cgroup root: %w", err)
 	}
 	if !keep {
-		defer func() { _ = cgRoot.Remove() }()
+		defer func() {
+			// The agents first, or a kubelet recreates its QoS cgroups
+			// under the root being removed.
+			stopProcs()
+			_ = cgRoot.Remove()
+		}()
 	}
 	root := filepath.Join(dir, "agent")
 	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, cgRoot.Name, start); err != nil {
