@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -32,6 +33,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// NODEKIT_CPUPROFILE=FILE writes a CPU profile of the whole run, for
+	// the benchmark's "what dominates" (go tool pprof FILE).
+	if path := os.Getenv("NODEKIT_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+		}
+	}
 	logger := newLogger(o.logJSON)
 	ctx = klog.NewContext(ctx, logger)
 	if err := run(ctx, o); err != nil {
