@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // readmeSnippetHeading marks the README section whose first ```go block
@@ -46,7 +48,7 @@ func readmeSnippet(t *testing.T, readme string) (string, int) {
 func TestReadmeSnippetCompiles(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("no go command: %v", err)
+		itest.Require(t, "the go command", err)
 	}
 	root, err := filepath.Abs(".")
 	if err != nil {

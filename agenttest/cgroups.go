@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // CgroupRoot creates a cgroup of the test's own, /nodekit-test-<random>, in
@@ -16,6 +17,7 @@ import (
 // cgroups the test is skipped (or fails with $NODEKIT_REQUIRE_INTEGRATION).
 func CgroupRoot(t testing.TB) string {
 	t.Helper()
+	itest.Short(t, "cgroups")
 	if os.Geteuid() != 0 {
 		RequireIntegration(t, "cgroups", fmt.Errorf("writing cgroups needs root"))
 	}

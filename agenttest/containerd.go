@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
@@ -53,6 +54,7 @@ type Containerd struct {
 // _output/bin/agnhost (or $NODEKIT_BIN_DIR/agnhost) exists.
 func StartContainerd(t testing.TB) *Containerd {
 	t.Helper()
+	itest.Short(t, "containerd")
 	if os.Geteuid() != 0 {
 		RequireIntegration(t, "containerd", errors.New("containerd needs root"))
 	}

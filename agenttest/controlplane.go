@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/localcp"
 )
 
@@ -71,6 +72,7 @@ func StartControlPlane(t testing.TB, opts ...ControlPlaneOption) *ControlPlane {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	itest.Short(t, "local control plane (etcd + kube-apiserver)")
 	_, err := localcp.FindBinaries(o.binDir)
 	if missing := (*localcp.MissingBinaryError)(nil); errors.As(err, &missing) {
 		RequireIntegration(t, "local control plane (etcd + kube-apiserver)", err)

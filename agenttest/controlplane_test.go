@@ -1,7 +1,6 @@
 package agenttest_test
 
 import (
-	"os"
 	"strings"
 	"testing"
 
@@ -49,9 +48,7 @@ func TestControlPlane(t *testing.T) {
 
 func TestRequireIntegrationControlPlaneBinDir(t *testing.T) {
 	// An empty bin dir: without $NODEKIT_REQUIRE_INTEGRATION the test skips.
-	if agenttestRequired() {
-		t.Skip("NODEKIT_REQUIRE_INTEGRATION is set: a missing binary would fail, not skip")
-	}
+	t.Setenv(agenttest.RequireIntegrationEnv, "")
 	skipped := false
 	t.Run("missing", func(t *testing.T) {
 		defer func() { skipped = t.Skipped() }()
@@ -62,5 +59,3 @@ func TestRequireIntegrationControlPlaneBinDir(t *testing.T) {
 		t.Error("StartControlPlane with an empty bin dir did not skip")
 	}
 }
-
-func agenttestRequired() bool { return os.Getenv(agenttest.RequireIntegrationEnv) != "" }

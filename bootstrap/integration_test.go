@@ -34,9 +34,7 @@ const itNode = "bootstrap-node"
 // with the control plane's CA, as its csrapproving and csrsigning
 // controllers would.
 func TestBootstrapIntegration(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test")
-	}
+	agenttest.SkipShort(t, "the control plane")
 	cp := agenttest.StartControlPlane(t, agenttest.WithAPIServerArgs("--enable-bootstrap-token-auth"))
 	_, ctx := ktesting.NewTestContext(t)
 	admin := cp.AdminClient()

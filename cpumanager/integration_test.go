@@ -42,7 +42,7 @@ func TestCPUSetsOnContainerd(t *testing.T) {
 	}
 	all := machine.CPU.CPUs()
 	if all.Size() < 2 {
-		t.Skipf("needs 2 CPUs, the machine has %s", all)
+		agenttest.RequireIntegration(t, "a machine of 2 CPUs", fmt.Errorf("the machine has CPUs %s", all))
 	}
 	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: cri.Endpoint, PodLogsDir: t.TempDir()})
 	if err != nil {

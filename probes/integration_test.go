@@ -2,6 +2,7 @@ package probes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -140,7 +141,7 @@ func TestContainerdIntegration(t *testing.T) {
 
 	t.Run("network probes", func(t *testing.T) {
 		if !cri.HasImage(agenttest.AgnhostImage) {
-			t.Skip("the agnhost image is not built (make tools)")
+			agenttest.RequireIntegration(t, "the agnhost image", errors.New("not built (make tools)"))
 		}
 		pod := itPod("net", agenttest.AgnhostImage, "/agnhost", "grpc-health-checking", "--port=5000", "--http-port=8080")
 		id := startPod(t, rt, pod)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // writeTree writes files (path relative to root -> content) under root.
@@ -90,7 +92,7 @@ func TestHostMachineOptionalAndRequiredFiles(t *testing.T) {
 func TestHostMachineOnThisHost(t *testing.T) {
 	m, err := HostMachine{RootDir: t.TempDir()}.Machine(t.Context())
 	if err != nil {
-		t.Skipf("no readable /proc here: %v", err)
+		itest.Require(t, "a readable /proc", err)
 	}
 	if m.NumCores <= 0 || m.MemoryBytes == 0 || m.EphemeralStorageBytes == 0 || m.KernelVersion == "" {
 		t.Errorf("host machine = %+v", m)

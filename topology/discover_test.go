@@ -8,6 +8,8 @@ import (
 	"testing/fstest"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // sysfsOf renders m as the sysfs files Discover reads, with the kernel's
@@ -129,7 +131,7 @@ func TestDiscoverErrorsNameTheFile(t *testing.T) {
 func TestDiscoverHost(t *testing.T) {
 	m, err := Discover(t.Context(), HostSysfs())
 	if err != nil {
-		t.Skipf("no usable sysfs here: %v", err)
+		itest.Require(t, "a readable sysfs", err)
 	}
 	if m.CPU.NumCPUs() == 0 || len(m.NUMANodes) == 0 {
 		t.Fatalf("host machine %v with nodes %+v", m.CPU, m.NUMANodes)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -385,7 +386,7 @@ func TestFullAgent(t *testing.T) {
 
 	t.Run("hostnameOverride names the pod's host", func(t *testing.T) {
 		if !e.cri.HasImage(agenttest.GlibcDNSImage) {
-			t.Skip("no glibc-dns-testing image (the machine has no /usr/bin/hostname)")
+			agenttest.RequireIntegration(t, "the glibc-dns-testing image", errors.New("the machine has no /usr/bin/hostname"))
 		}
 		pod := simplePod("override", v1.RestartPolicyNever, "echo $(hostname)';'$(hostname -f)';'")
 		pod.Spec.Containers[0].Image = agenttest.GlibcDNSImage

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodekit/nodekit/agenttest"
 )
 
 // memoryCgroupOf reads, from inside the container, the memory cgroup it
@@ -36,7 +38,7 @@ func memoryCgroupOf(t *testing.T, e *env, p *v1.Pod) string {
 // a deleted pod's cgroup goes away.
 func TestPodCgroups(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
-		t.Skip("needs the cgroup v1 memory hierarchy")
+		agenttest.RequireIntegration(t, "the cgroup v1 memory hierarchy", err)
 	}
 	e := startEnv(t)
 	res := v1.ResourceRequirements{
@@ -98,7 +100,7 @@ func TestPodCgroups(t *testing.T) {
 // FailedCreatePodSandBox naming the handler and no container.
 func TestRuntimeClass(t *testing.T) {
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
-		t.Skip("needs the cgroup v1 memory hierarchy")
+		agenttest.RequireIntegration(t, "the cgroup v1 memory hierarchy", err)
 	}
 	e := startEnv(t)
 	overhead := v1.ResourceList{v1.ResourceMemory: resource.MustParse("16Mi"), v1.ResourceCPU: resource.MustParse("10m")}

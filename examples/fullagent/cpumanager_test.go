@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nodekit/nodekit/agenttest"
 )
 
 // TestStaticCPUManager: with cpuManagerPolicy static and CPU 0 reserved, a
@@ -21,7 +24,7 @@ import (
 // asking for more CPUs than remain is rejected at admission.
 func TestStaticCPUManager(t *testing.T) {
 	if runtime.NumCPU() < 2 {
-		t.Skip("needs at least 2 CPUs")
+		agenttest.RequireIntegration(t, "a machine of 2 CPUs", fmt.Errorf("the machine has %d", runtime.NumCPU()))
 	}
 	e := startEnv(t, envOption{config: "cpuManagerPolicy: static\nreservedSystemCPUs: \"0\"\ncpuManagerReconcilePeriod: 2s\n"})
 	one := v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("32Mi")}

@@ -49,9 +49,7 @@ func startProcEnv(t *testing.T, extraArgs ...string) *procEnv {
 // startProcEnvWith is startProcEnv with extra KubeletConfiguration lines.
 func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *procEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("restart tests build and run the agent as a process")
-	}
+	agenttest.SkipShort(t, "the agent as a process")
 	cp := agenttest.StartControlPlane(t)
 	cri := agenttest.StartContainerd(t)
 	client := cp.AdminClient()

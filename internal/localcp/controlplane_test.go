@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // requireBinaries skips (or, with NODEKIT_REQUIRE_INTEGRATION set, fails)
@@ -22,12 +24,13 @@ import (
 // does the same for other packages; this package sits below agenttest.
 func requireBinaries(t *testing.T) {
 	t.Helper()
+	itest.Short(t, "the control plane")
 	_, err := FindBinaries("")
 	var missing *MissingBinaryError
 	switch {
 	case err == nil:
-	case errors.As(err, &missing) && os.Getenv("NODEKIT_REQUIRE_INTEGRATION") == "":
-		t.Skipf("control plane binaries missing (set NODEKIT_REQUIRE_INTEGRATION=1 to fail instead): %v", err)
+	case errors.As(err, &missing):
+		itest.Require(t, "control plane binaries", err)
 	default:
 		t.Fatalf("control plane binaries: %v", err)
 	}

@@ -15,12 +15,15 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // requireHost skips (or, with NODEKIT_REQUIRE_INTEGRATION set, fails) when
 // the machine cannot run containerd.
 func requireHost(t *testing.T) {
 	t.Helper()
+	itest.Short(t, "containerd")
 	var missing error
 	if os.Geteuid() != 0 {
 		missing = fmt.Errorf("not root")
@@ -30,10 +33,7 @@ func requireHost(t *testing.T) {
 	if missing == nil {
 		return
 	}
-	if os.Getenv("NODEKIT_REQUIRE_INTEGRATION") != "" {
-		t.Fatalf("containerd integration required but unavailable: %v", missing)
-	}
-	t.Skipf("skipping containerd integration test: %v", missing)
+	itest.Require(t, "containerd", missing)
 }
 
 func testContext(t *testing.T) context.Context {
