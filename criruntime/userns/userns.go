@@ -117,7 +117,15 @@ func (a *Allocator) Get(uid types.UID) (Mapping, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if s, ok := a.byPod[uid]; ok {
-		return a.mapping(s), nil
+		// The pod still asks, so it still holds the range: put back a
+		// checkpoint removed with its directory, or reclaim would free it.
+		m := a.mapping(s)
+		if _, err := os.Stat(a.file(uid)); errors.Is(err, fs.ErrNotExist) {
+			if err := a.write(uid, m); err != nil {
+				return Mapping{}, err
+			}
+		}
+		return m, nil
 	}
 	if m, ok, err := a.read(uid); err != nil {
 		return Mapping{}, err
