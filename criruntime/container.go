@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -80,7 +81,7 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	if opts == nil {
 		opts = &nodekit.ContainerOptions{}
 	}
-	cfg, err := r.containerConfig(pod, c, img, restartCount, init, opts)
+	cfg, err := r.containerConfig(pod, c, img, restartCount, init, opts, req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions())
 	if err != nil {
 		return fail(nodekit.ErrCreateContainerConfig, err)
 	}
@@ -103,8 +104,15 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 }
 
 // containerConfig builds the CRI config of one container.
-func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, init bool, opts *nodekit.ContainerOptions) (*runtimeapi.ContainerConfig, error) {
-	sc, err := containerSecurityContext(pod, c, img)
+func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, init bool, opts *nodekit.ContainerOptions, sandboxNamespaces *runtimeapi.NamespaceOption) (*runtimeapi.ContainerConfig, error) {
+	// The container joins the sandbox's namespaces (user namespace
+	// included); a copy, as an ephemeral container may retarget its PID
+	// namespace.
+	var ns *runtimeapi.NamespaceOption
+	if sandboxNamespaces != nil {
+		ns = proto.Clone(sandboxNamespaces).(*runtimeapi.NamespaceOption)
+	}
+	sc, err := containerSecurityContext(pod, c, img, ns, r.security)
 	if err != nil {
 		return nil, err
 	}

@@ -65,6 +65,20 @@ type Config struct {
 	// overall deadline: a pull that exceeds it fails with "image pull of
 	// IMAGE exceeded deadline D".
 	PullDeadline time.Duration
+
+	// RootDir is the agent's root directory (kubelet's --root-dir).
+	// Localhost seccomp profiles are read from RootDir/seccomp, and the
+	// user namespace range of each pod with hostUsers: false is
+	// checkpointed in RootDir/pods/UID/userns. Default /var/lib/kubelet.
+	RootDir string
+	// SeccompDefault gives a container that names no seccomp profile (on
+	// itself or its pod) the runtime's default profile instead of none
+	// (KubeletConfiguration seccompDefault).
+	SeccompDefault bool
+	// UserNamespaceIDsPerPod is how many UIDs and GIDs each pod with
+	// hostUsers: false gets, a multiple of 65536 (KubeletConfiguration
+	// userNamespaces.idsPerPod); 0 means 65536.
+	UserNamespaceIDsPerPod uint32
 }
 
 // Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
@@ -76,6 +90,9 @@ type Runtime struct {
 	typ    string
 	events EventRecorder
 	pulls  *puller // pull.go
+
+	security securityPolicy // security.go
+	userns   *usernsState   // namespaces.go
 }
 
 var _ nodekit.Runtime = (*Runtime)(nil)
@@ -128,7 +145,10 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	if err != nil {
 		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
 	}
-	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, pulls: pulls}
+	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, pulls: pulls,
+		security: securityPolicy{seccompRoot: filepath.Join(cfg.RootDir, "seccomp"), seccompDefault: cfg.SeccompDefault, maskedPaths: hostMaskedPaths()},
+		userns:   &usernsState{cfg: usernsConfig(cfg)},
+	}
 	if r.events == nil {
 		r.events = discardEvents{}
 	}
@@ -144,6 +164,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.RootDir == "" {
+		cfg.RootDir = "/var/lib/kubelet"
 	}
 	return cfg
 }

@@ -31,8 +31,18 @@ func podHostname(pod *v1.Pod, opts nodekit.SandboxOptions) string {
 	return host
 }
 
-// sandboxConfig builds the CRI sandbox config for a pod.
-func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32, opts nodekit.SandboxOptions) *runtimeapi.PodSandboxConfig {
+// sandboxConfig builds the CRI sandbox config for a pod. It fails when the
+// pod's security settings cannot be given to the runtime (user namespaces
+// the handler does not support, an unknown supplementalGroupsPolicy).
+func (r *Runtime) sandboxConfig(ctx context.Context, pod *v1.Pod, attempt uint32, opts nodekit.SandboxOptions) (*runtimeapi.PodSandboxConfig, error) {
+	ns, err := r.podNamespaces(ctx, pod, opts.RuntimeHandler)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := sandboxSecurityContext(pod, ns)
+	if err != nil {
+		return nil, err
+	}
 	host := podHostname(pod, opts)
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{
@@ -43,7 +53,7 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32, opts nodekit.Sandbo
 		Annotations:  copyMap(pod.Annotations),
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    opts.CgroupParent,
-			SecurityContext: sandboxSecurityContext(pod),
+			SecurityContext: sc,
 			Sysctls:         sandboxSysctls(pod),
 		},
 	}
@@ -68,7 +78,7 @@ func (r *Runtime) sandboxConfig(pod *v1.Pod, attempt uint32, opts nodekit.Sandbo
 			})
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 func protocolOf(p v1.Protocol) runtimeapi.Protocol {
@@ -81,45 +91,42 @@ func protocolOf(p v1.Protocol) runtimeapi.Protocol {
 	return runtimeapi.Protocol_TCP
 }
 
-func namespaceOptions(pod *v1.Pod) *runtimeapi.NamespaceOption {
-	ns := &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_POD, Pid: runtimeapi.NamespaceMode_CONTAINER, Ipc: runtimeapi.NamespaceMode_POD}
-	if pod.Spec.HostNetwork {
-		ns.Network = runtimeapi.NamespaceMode_NODE
-	}
-	if pod.Spec.HostIPC {
-		ns.Ipc = runtimeapi.NamespaceMode_NODE
-	}
-	switch {
-	case pod.Spec.HostPID:
-		ns.Pid = runtimeapi.NamespaceMode_NODE
-	case pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace:
-		ns.Pid = runtimeapi.NamespaceMode_POD
-	}
-	return ns
-}
-
-func sandboxSecurityContext(pod *v1.Pod) *runtimeapi.LinuxSandboxSecurityContext {
-	sc := &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: namespaceOptions(pod)}
-	psc := pod.Spec.SecurityContext
-	if psc != nil {
-		if psc.RunAsUser != nil {
-			sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
-		}
-		if psc.RunAsGroup != nil {
-			sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
-		}
-		sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
-		if psc.FSGroup != nil {
-			sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
-		}
-		sc.Seccomp = seccompProfile(psc.SeccompProfile)
+// sandboxSecurityContext is the sandbox's security context as upstream:
+// always the runtime's default seccomp profile (so a pod's own profile can
+// be strict without breaking the pause process), privileged when any
+// container is, the pod's user, groups and SELinux options.
+func sandboxSecurityContext(pod *v1.Pod, ns *runtimeapi.NamespaceOption) (*runtimeapi.LinuxSandboxSecurityContext, error) {
+	sc := &runtimeapi.LinuxSandboxSecurityContext{
+		NamespaceOptions: ns,
+		Seccomp:          &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault},
 	}
 	for _, c := range allContainers(pod) {
 		if c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged {
 			sc.Privileged = true
 		}
 	}
-	return sc
+	for i := range pod.Spec.EphemeralContainers {
+		if c := pod.Spec.EphemeralContainers[i].SecurityContext; c != nil && c.Privileged != nil && *c.Privileged {
+			sc.Privileged = true
+		}
+	}
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		return sc, nil
+	}
+	if psc.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *psc.RunAsUser}
+	}
+	if psc.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *psc.RunAsGroup}
+	}
+	groups, policy, err := supplementalGroups(psc)
+	if err != nil {
+		return nil, err
+	}
+	sc.SupplementalGroups, sc.SupplementalGroupsPolicy = groups, policy
+	sc.SelinuxOptions = selinuxOptions(psc.SELinuxOptions)
+	return sc, nil
 }
 
 func sandboxSysctls(pod *v1.Pod) map[string]string {
@@ -131,6 +138,20 @@ func sandboxSysctls(pod *v1.Pod) map[string]string {
 		m[s.Name] = s.Value
 	}
 	return m
+}
+
+// sandboxConfigError reports a sandbox config that cannot be built as
+// upstream does: when a sandbox was to be created, as a failed creation
+// (event FailedCreatePodSandBox, "Failed to create pod sandbox: ..."),
+// else as a config error for the containers about to start.
+func (r *Runtime) sandboxConfigError(pod *v1.Pod, creating bool, err error) error {
+	if creating {
+		msg := fmt.Sprintf("Failed to create pod sandbox: %v", err)
+		r.events.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "%s", msg)
+		return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox, Message: msg, Err: err}
+	}
+	msg := fmt.Sprintf("GeneratePodSandboxConfig for pod %q failed: %v", pod.Namespace+"/"+pod.Name, err)
+	return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrConfigPodSandbox, Message: msg, Err: err}
 }
 
 // createSandbox runs a new sandbox for the pod and returns its ID and IPs.

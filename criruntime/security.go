@@ -1,17 +1,22 @@
 package criruntime
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// The /proc and /sys paths upstream hides from unprivileged containers
-// (masked) or makes read-only.
+// The /proc and /sys paths upstream hides from containers (masked) or makes
+// read-only, unless procMount is Unmasked. The runtime drops them for
+// privileged containers.
 var (
-	defaultMaskedPaths = []string{
+	baseMaskedPaths = []string{
 		"/proc/asound", "/proc/acpi", "/proc/interrupts", "/proc/kcore", "/proc/keys",
 		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
 		"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
@@ -21,81 +26,139 @@ var (
 	}
 )
 
-// containerSecurityContext merges the pod's and the container's security
-// settings (the container wins) and checks runAsNonRoot against the image's
-// user, with upstream's messages.
-func containerSecurityContext(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image) (*runtimeapi.LinuxContainerSecurityContext, error) {
-	psc := pod.Spec.SecurityContext
-	if psc == nil {
-		psc = &v1.PodSecurityContext{}
-	}
-	csc := c.SecurityContext
-	if csc == nil {
-		csc = &v1.SecurityContext{}
-	}
-	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+// securityPolicy is the node's side of the security mapping.
+type securityPolicy struct {
+	// seccompRoot is where Localhost seccomp profiles live (ROOT-DIR/seccomp).
+	seccompRoot string
+	// seccompDefault makes RuntimeDefault the profile of a container that
+	// names none (KubeletConfiguration seccompDefault).
+	seccompDefault bool
+	// maskedPaths are the default masked paths on this host.
+	maskedPaths []string
+}
 
-	runAsUser := first(csc.RunAsUser, psc.RunAsUser)
-	runAsGroup := first(csc.RunAsGroup, psc.RunAsGroup)
-	runAsNonRoot := firstBool(csc.RunAsNonRoot, psc.RunAsNonRoot)
-	if runAsUser != nil {
-		sc.RunAsUser = &runtimeapi.Int64Value{Value: *runAsUser}
+// hostMaskedPaths is baseMaskedPaths plus each CPU's thermal_throttle
+// directory that exists on this host, as upstream.
+func hostMaskedPaths() []string {
+	out := append([]string(nil), baseMaskedPaths...)
+	dirs, _ := filepath.Glob("/sys/devices/system/cpu/cpu[0-9]*/thermal_throttle")
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
+		}
 	}
-	if runAsGroup != nil {
-		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *runAsGroup}
+	return out
+}
+
+// effectiveSecurityContext is upstream's merge of the pod's and the
+// container's security settings: seLinuxOptions, runAsUser, runAsGroup and
+// runAsNonRoot come from the pod unless the container sets them; the other
+// fields exist on the container only.
+func effectiveSecurityContext(pod *v1.Pod, c *v1.Container) *v1.SecurityContext {
+	eff := &v1.SecurityContext{}
+	if c.SecurityContext != nil {
+		eff = c.SecurityContext.DeepCopy()
 	}
-	if runAsNonRoot != nil && *runAsNonRoot {
-		if err := verifyNonRoot(pod, c, runAsUser, img); err != nil {
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		if eff.SELinuxOptions == nil && psc.SELinuxOptions != nil {
+			eff.SELinuxOptions = psc.SELinuxOptions.DeepCopy()
+		}
+		if eff.RunAsUser == nil {
+			eff.RunAsUser = psc.RunAsUser
+		}
+		if eff.RunAsGroup == nil {
+			eff.RunAsGroup = psc.RunAsGroup
+		}
+		if eff.RunAsNonRoot == nil {
+			eff.RunAsNonRoot = psc.RunAsNonRoot
+		}
+	}
+	return eff
+}
+
+// containerSecurityContext builds a container's CRI security context from
+// the merged settings, with the pod's namespaces ns (those of its sandbox),
+// and checks runAsNonRoot against the image's user, with upstream's
+// messages.
+func containerSecurityContext(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, ns *runtimeapi.NamespaceOption, pol securityPolicy) (*runtimeapi.LinuxContainerSecurityContext, error) {
+	eff := effectiveSecurityContext(pod, c)
+	sc := &runtimeapi.LinuxContainerSecurityContext{
+		NamespaceOptions: ns,
+		Privileged:       eff.Privileged != nil && *eff.Privileged,
+		ReadonlyRootfs:   eff.ReadOnlyRootFilesystem != nil && *eff.ReadOnlyRootFilesystem,
+		// As upstream: only an explicit allowPrivilegeEscalation: false
+		// sets no_new_privs (validation forbids it with privileged or
+		// CAP_SYS_ADMIN).
+		NoNewPrivs:     eff.AllowPrivilegeEscalation != nil && !*eff.AllowPrivilegeEscalation,
+		SelinuxOptions: selinuxOptions(eff.SELinuxOptions),
+	}
+	if eff.RunAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *eff.RunAsUser}
+	}
+	if eff.RunAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *eff.RunAsGroup}
+	}
+	if eff.RunAsNonRoot != nil && *eff.RunAsNonRoot {
+		if err := verifyNonRoot(pod, c, eff.RunAsUser, img); err != nil {
 			return nil, err
 		}
 	}
-	sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
-	if psc.FSGroup != nil {
-		sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
-	}
-
-	privileged := csc.Privileged != nil && *csc.Privileged
-	sc.Privileged = privileged
-	if csc.Capabilities != nil {
+	if eff.Capabilities != nil {
 		sc.Capabilities = &runtimeapi.Capability{}
-		for _, a := range csc.Capabilities.Add {
+		for _, a := range eff.Capabilities.Add {
 			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
 		}
-		for _, d := range csc.Capabilities.Drop {
+		for _, d := range eff.Capabilities.Drop {
 			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
 		}
 	}
-	sc.ReadonlyRootfs = csc.ReadOnlyRootFilesystem != nil && *csc.ReadOnlyRootFilesystem
-	sc.NoNewPrivs = noNewPrivs(csc)
-	if !privileged && (csc.ProcMount == nil || *csc.ProcMount != v1.UnmaskedProcMount) {
-		sc.MaskedPaths = defaultMaskedPaths
-		sc.ReadonlyPaths = defaultReadonlyPaths
+	groups, policy, err := supplementalGroups(pod.Spec.SecurityContext)
+	if err != nil {
+		return nil, err
 	}
-	prof := csc.SeccompProfile
-	if prof == nil {
-		prof = psc.SeccompProfile
+	sc.SupplementalGroups, sc.SupplementalGroupsPolicy = groups, policy
+	if eff.ProcMount != nil && *eff.ProcMount == v1.UnmaskedProcMount {
+		sc.MaskedPaths, sc.ReadonlyPaths = []string{}, []string{}
+	} else {
+		sc.MaskedPaths, sc.ReadonlyPaths = pol.maskedPaths, defaultReadonlyPaths
 	}
-	sc.Seccomp = seccompProfile(prof)
+	if sc.Seccomp, err = seccompFor(pod.Spec.SecurityContext, c.SecurityContext, pol); err != nil {
+		return nil, err
+	}
+	if sc.Apparmor, sc.ApparmorProfile, err = appArmorFor(pod, c); err != nil {
+		return nil, err
+	}
 	return sc, nil
 }
 
-// noNewPrivs is set only when privilege escalation is explicitly disallowed
-// and nothing else (privileged, CAP_SYS_ADMIN) grants it anyway.
-func noNewPrivs(sc *v1.SecurityContext) bool {
-	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-		return false
+// supplementalGroups lists the pod's extra groups in upstream's order
+// (fsGroup first, then supplementalGroups; the sandbox's list the same) and
+// its supplementalGroupsPolicy.
+func supplementalGroups(psc *v1.PodSecurityContext) ([]int64, runtimeapi.SupplementalGroupsPolicy, error) {
+	if psc == nil {
+		return nil, runtimeapi.SupplementalGroupsPolicy_Merge, nil
 	}
-	if sc.Privileged != nil && *sc.Privileged {
-		return false
+	var groups []int64
+	if psc.FSGroup != nil {
+		groups = append(groups, *psc.FSGroup)
 	}
-	if sc.Capabilities != nil {
-		for _, a := range sc.Capabilities.Add {
-			if a == "SYS_ADMIN" || a == "CAP_SYS_ADMIN" {
-				return false
-			}
+	groups = append(groups, psc.SupplementalGroups...)
+	policy := runtimeapi.SupplementalGroupsPolicy_Merge
+	if psc.SupplementalGroupsPolicy != nil {
+		v, ok := runtimeapi.SupplementalGroupsPolicy_value[string(*psc.SupplementalGroupsPolicy)]
+		if !ok {
+			return nil, 0, fmt.Errorf("unsupported supplementalGroupsPolicy: %s", *psc.SupplementalGroupsPolicy)
 		}
+		policy = runtimeapi.SupplementalGroupsPolicy(v)
 	}
-	return true
+	return groups, policy, nil
+}
+
+func selinuxOptions(o *v1.SELinuxOptions) *runtimeapi.SELinuxOption {
+	if o == nil {
+		return nil
+	}
+	return &runtimeapi.SELinuxOption{User: o.User, Role: o.Role, Type: o.Type, Level: o.Level}
 }
 
 func verifyNonRoot(pod *v1.Pod, c *v1.Container, runAsUser *int64, img *runtimeapi.Image) error {
@@ -120,37 +183,77 @@ func verifyNonRoot(pod *v1.Pod, c *v1.Container, runAsUser *int64, img *runtimea
 	return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", pod.Namespace+"/"+pod.Name, c.Name)
 }
 
-func seccompProfile(p *v1.SeccompProfile) *runtimeapi.SecurityProfile {
+// seccompFor picks the container's seccomp profile as upstream: the
+// container's field, else the pod's, else RuntimeDefault with
+// seccompDefault and Unconfined without. A Localhost profile is a path
+// under the node's seccomp directory.
+func seccompFor(psc *v1.PodSecurityContext, csc *v1.SecurityContext, pol securityPolicy) (*runtimeapi.SecurityProfile, error) {
+	var p *v1.SeccompProfile
+	switch {
+	case csc != nil && csc.SeccompProfile != nil:
+		p = csc.SeccompProfile
+	case psc != nil && psc.SeccompProfile != nil:
+		p = psc.SeccompProfile
+	}
+	switch {
+	case p == nil && pol.seccompDefault, p != nil && p.Type == v1.SeccompProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
+	case p != nil && p.Type == v1.SeccompProfileTypeLocalhost:
+		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
+			return nil, errors.New("localhostProfile must be set if seccompProfile type is Localhost.")
+		}
+		return &runtimeapi.SecurityProfile{
+			ProfileType:  runtimeapi.SecurityProfile_Localhost,
+			LocalhostRef: filepath.Join(pol.seccompRoot, *p.LocalhostProfile),
+		}, nil
+	}
+	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
+}
+
+// appArmorProfile is the container's AppArmor profile, as upstream v1.37
+// resolves it: the container's field, else the deprecated annotation
+// container.apparmor.security.beta.kubernetes.io/NAME, else the pod's field.
+// Nil when none is set (the runtime applies its default).
+func appArmorProfile(pod *v1.Pod, c *v1.Container) *v1.AppArmorProfile {
+	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
+		return c.SecurityContext.AppArmorProfile
+	}
+	if val, ok := pod.Annotations[v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix+c.Name]; ok {
+		switch {
+		case val == v1.DeprecatedAppArmorBetaProfileRuntimeDefault:
+			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}
+		case val == v1.DeprecatedAppArmorBetaProfileNameUnconfined:
+			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}
+		case strings.HasPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix):
+			name := strings.TrimPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix)
+			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}
+		}
+		// An annotation upstream cannot parse is ignored, as upstream.
+	}
+	if pod.Spec.SecurityContext != nil {
+		return pod.Spec.SecurityContext.AppArmorProfile
+	}
+	return nil
+}
+
+// appArmorFor converts the container's profile to CRI: the profile and,
+// for runtimes that read only the deprecated string, its old spelling.
+func appArmorFor(pod *v1.Pod, c *v1.Container) (*runtimeapi.SecurityProfile, string, error) {
+	p := appArmorProfile(pod, c)
 	if p == nil {
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
+		return nil, "", nil
 	}
 	switch p.Type {
-	case v1.SeccompProfileTypeRuntimeDefault:
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}
-	case v1.SeccompProfileTypeLocalhost:
-		ref := ""
-		if p.LocalhostProfile != nil {
-			ref = *p.LocalhostProfile
+	case v1.AppArmorProfileTypeRuntimeDefault:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, v1.DeprecatedAppArmorBetaProfileRuntimeDefault, nil
+	case v1.AppArmorProfileTypeUnconfined:
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, v1.DeprecatedAppArmorBetaProfileNameUnconfined, nil
+	case v1.AppArmorProfileTypeLocalhost:
+		if p.LocalhostProfile == nil {
+			return nil, "", errors.New("missing localhost apparmor profile name")
 		}
-		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: ref}
+		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Localhost, LocalhostRef: *p.LocalhostProfile},
+			v1.DeprecatedAppArmorBetaProfileNamePrefix + *p.LocalhostProfile, nil
 	}
-	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}
-}
-
-func first(vs ...*int64) *int64 {
-	for _, v := range vs {
-		if v != nil {
-			return v
-		}
-	}
-	return nil
-}
-
-func firstBool(vs ...*bool) *bool {
-	for _, v := range vs {
-		if v != nil {
-			return v
-		}
-	}
-	return nil
+	return nil, "", fmt.Errorf("unknown apparmor profile type: %q", p.Type)
 }

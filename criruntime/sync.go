@@ -63,7 +63,11 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 			Message: "no ready sandbox to start containers in and CreateSandbox is false"})
 		return res
 	}
-	st.SandboxConfig = r.sandboxConfig(pod, attempt, req.Sandbox)
+	var err error
+	if st.SandboxConfig, err = r.sandboxConfig(ctx, pod, attempt, req.Sandbox); err != nil {
+		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, r.sandboxConfigError(pod, a.CreateSandbox, err))
+		return res
+	}
 	if a.CreateSandbox {
 		id, ips, err := r.createSandbox(ctx, pod, st.SandboxConfig, req.Sandbox.RuntimeHandler)
 		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, err)
