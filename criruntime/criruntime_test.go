@@ -21,6 +21,18 @@ type recordingRuntime struct {
 	*critest.FakeRuntimeService
 	sandboxConfigs   map[string]*runtimeapi.PodSandboxConfig
 	containerConfigs map[string]*runtimeapi.ContainerConfig
+	// handlers and features are what Status reports beside the conditions.
+	handlers []*runtimeapi.RuntimeHandler
+	features *runtimeapi.RuntimeFeatures
+}
+
+func (r *recordingRuntime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
+	st, err := r.FakeRuntimeService.Status(ctx, verbose)
+	if err != nil {
+		return nil, err
+	}
+	st.RuntimeHandlers, st.Features = r.handlers, r.features
+	return st, nil
 }
 
 func (r *recordingRuntime) RunPodSandbox(ctx context.Context, cfg *runtimeapi.PodSandboxConfig, handler string) (string, error) {
@@ -37,9 +49,21 @@ func (r *recordingRuntime) CreateContainer(ctx context.Context, sb string, cfg *
 
 func newFake(t *testing.T) (*Runtime, *recordingRuntime, *critest.FakeImageService) {
 	t.Helper()
-	rs := &recordingRuntime{critest.NewFakeRuntimeService(), map[string]*runtimeapi.PodSandboxConfig{}, map[string]*runtimeapi.ContainerConfig{}}
+	return newFakeWith(t, Config{})
+}
+
+// newFakeWith is newFake with cfg's security settings; the endpoint, log
+// and root directories are the test's own.
+func newFakeWith(t *testing.T, cfg Config) (*Runtime, *recordingRuntime, *critest.FakeImageService) {
+	t.Helper()
+	rs := &recordingRuntime{FakeRuntimeService: critest.NewFakeRuntimeService(),
+		sandboxConfigs: map[string]*runtimeapi.PodSandboxConfig{}, containerConfigs: map[string]*runtimeapi.ContainerConfig{}}
 	is := critest.NewFakeImageService()
-	r, err := NewFromServices(t.Context(), rs, is, Config{Endpoint: "fake", PodLogsDir: t.TempDir()})
+	cfg.Endpoint, cfg.PodLogsDir = "fake", t.TempDir()
+	if cfg.RootDir == "" {
+		cfg.RootDir = t.TempDir()
+	}
+	r, err := NewFromServices(t.Context(), rs, is, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
