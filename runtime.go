@@ -165,6 +165,10 @@ type ContainerStatus struct {
 	// LogPath is the container's log file on the node, in the CRI log
 	// format, or "" when the runtime keeps no file.
 	LogPath string
+	// User is the identity the container's first process runs with (uid,
+	// gid, supplementalGroups) as the runtime reports it; nil when the
+	// runtime does not say. It becomes the API status's user.
+	User *v1.ContainerUser
 }
 
 // FindContainer returns the newest status of the named container, or nil.

@@ -24,6 +24,16 @@ type recordingRuntime struct {
 	// handlers and features are what Status reports beside the conditions.
 	handlers []*runtimeapi.RuntimeHandler
 	features *runtimeapi.RuntimeFeatures
+	// user is what ContainerStatus reports as every container's user.
+	user *runtimeapi.ContainerUser
+}
+
+func (r *recordingRuntime) ContainerStatus(ctx context.Context, id string, verbose bool) (*runtimeapi.ContainerStatusResponse, error) {
+	st, err := r.FakeRuntimeService.ContainerStatus(ctx, id, verbose)
+	if err == nil && st.GetStatus() != nil {
+		st.Status.User = r.user
+	}
+	return st, err
 }
 
 func (r *recordingRuntime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {

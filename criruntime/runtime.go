@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -93,6 +94,11 @@ type Runtime struct {
 
 	security securityPolicy // security.go
 	userns   *usernsState   // namespaces.go
+
+	nodeMu       sync.Mutex // nodestatus.go: the last features the runtime reported
+	nodeKnown    bool
+	nodeFeatures *v1.NodeFeatures
+	nodeHandlers []v1.NodeRuntimeHandler
 }
 
 var _ nodekit.Runtime = (*Runtime)(nil)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -160,6 +161,13 @@ func (r *Runtime) containerStatus(s *runtimeapi.ContainerStatus) *nodekit.Contai
 	}
 	if cs.Image == "" {
 		cs.Image = s.GetImage().GetImage()
+	}
+	if u := s.GetUser(); u != nil {
+		// As upstream: a user without its Linux part is still reported.
+		cs.User = &v1.ContainerUser{}
+		if l := u.GetLinux(); l != nil {
+			cs.User.Linux = &v1.LinuxContainerUser{UID: l.GetUid(), GID: l.GetGid(), SupplementalGroups: l.GetSupplementalGroups()}
+		}
 	}
 	if cs.Name == "" {
 		cs.Name = s.GetMetadata().GetName()

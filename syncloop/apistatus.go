@@ -194,6 +194,9 @@ func fillFromRuntime(st *v1.ContainerStatus, c *v1.Container, rc *nodekit.Contai
 		st.Image = rc.Image
 	}
 	st.RestartCount = int32(rc.RestartCount)
+	if rc.User != nil {
+		st.User = rc.User.DeepCopy()
+	}
 	started := false
 	switch rc.State {
 	case nodekit.StateRunning:
