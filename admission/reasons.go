@@ -14,6 +14,9 @@ const (
 	// ReasonSupplementalGroupsPolicyNotSupported: the pod asks for
 	// supplementalGroupsPolicy Strict and the node does not declare support.
 	ReasonSupplementalGroupsPolicyNotSupported = "SupplementalGroupsPolicyNotSupported"
+	// ReasonAppArmor: the pod asks for an AppArmor profile the node cannot
+	// enforce.
+	ReasonAppArmor = "AppArmor"
 
 	// ReasonOutOfPrefix starts every insufficient-resource reason; the
 	// resource name follows (OutOfnvidia.com/gpu, OutOfhugepages-2Mi).

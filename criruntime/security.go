@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit/internal/apparmor"
 )
 
 // The /proc and /sys paths upstream hides from containers (masked) or makes
@@ -210,36 +211,10 @@ func seccompFor(psc *v1.PodSecurityContext, csc *v1.SecurityContext, pol securit
 	return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_Unconfined}, nil
 }
 
-// appArmorProfile is the container's AppArmor profile, as upstream v1.37
-// resolves it: the container's field, else the deprecated annotation
-// container.apparmor.security.beta.kubernetes.io/NAME, else the pod's field.
-// Nil when none is set (the runtime applies its default).
-func appArmorProfile(pod *v1.Pod, c *v1.Container) *v1.AppArmorProfile {
-	if c.SecurityContext != nil && c.SecurityContext.AppArmorProfile != nil {
-		return c.SecurityContext.AppArmorProfile
-	}
-	if val, ok := pod.Annotations[v1.DeprecatedAppArmorBetaContainerAnnotationKeyPrefix+c.Name]; ok {
-		switch {
-		case val == v1.DeprecatedAppArmorBetaProfileRuntimeDefault:
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeRuntimeDefault}
-		case val == v1.DeprecatedAppArmorBetaProfileNameUnconfined:
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeUnconfined}
-		case strings.HasPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix):
-			name := strings.TrimPrefix(val, v1.DeprecatedAppArmorBetaProfileNamePrefix)
-			return &v1.AppArmorProfile{Type: v1.AppArmorProfileTypeLocalhost, LocalhostProfile: &name}
-		}
-		// An annotation upstream cannot parse is ignored, as upstream.
-	}
-	if pod.Spec.SecurityContext != nil {
-		return pod.Spec.SecurityContext.AppArmorProfile
-	}
-	return nil
-}
-
 // appArmorFor converts the container's profile to CRI: the profile and,
 // for runtimes that read only the deprecated string, its old spelling.
 func appArmorFor(pod *v1.Pod, c *v1.Container) (*runtimeapi.SecurityProfile, string, error) {
-	p := appArmorProfile(pod, c)
+	p := apparmor.Profile(pod, c)
 	if p == nil {
 		return nil, "", nil
 	}
