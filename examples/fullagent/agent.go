@@ -27,6 +27,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/bootstrap"
+	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
@@ -116,6 +117,11 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--root-dir: %w", err)
 	}
+	if cfg.ProtectKernelDefaults {
+		if err := cgroupmgr.CheckKernelDefaults("/proc/sys"); err != nil {
+			return nil, fmt.Errorf("protectKernelDefaults: %w", err)
+		}
+	}
 	a := &agent{nodeName: nodeName, cfg: cfg, rootDir: o.rootDir}
 	logger = logger.WithValues("node", nodeName)
 
@@ -148,6 +154,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
 		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
+		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
@@ -306,7 +313,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		// allocate) comes before the built-in predicates, as upstream.
 		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 			return a.reclaim.eviction.Admit(ctx, req)
-		}), sysctls, a.resources.topology, a.devices}, append(builtins(nodeGetter, a.devices), a.shutdown)...),
+		}), sysctls, a.resources.topology, a.devices}, append(builtins(nodeGetter, a.devices), admission.NewAppArmor(admission.AppArmorHostEnabled()), a.shutdown)...),
 		Probes:        probeResults{a.probes},
 		ProbeWorkers:  a.probes,
 		ProbeUpdates:  a.probeRelay.Updates(),
@@ -346,7 +353,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
 			Conditions:            a.nodeConditions(),
-			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices)},
+			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 		})
@@ -398,7 +405,11 @@ func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (
 			v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
 			v1.ResourcePods:   *resource.NewQuantity(int64(a.cfg.MaxPods), resource.DecimalSI),
 		}
-		return admission.NodeFunc(func(context.Context) (*v1.Node, error) { return node, nil }), nil
+		return admission.NodeFunc(func(ctx context.Context) (*v1.Node, error) {
+			n := node.DeepCopy()
+			_ = a.runtime.SetNodeStatus(ctx, n) // features.supplementalGroupsPolicy
+			return n, nil
+		}), nil
 	}
 	a.informer = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
