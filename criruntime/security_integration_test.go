@@ -1,0 +1,134 @@
+package criruntime_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/criruntime"
+)
+
+// blockMkdir is a Localhost seccomp profile (OCI/Docker JSON) that allows
+// everything but mkdir, which fails with EPERM.
+const blockMkdir = `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`
+
+// TestSecurityIntegration checks on a real containerd (1.6 from Debian)
+// that the pod's security fields reach the container's process, and that
+// what this runtime cannot do is refused as upstream kubelet refuses it.
+func TestSecurityIntegration(t *testing.T) {
+	cri := agenttest.StartContainerd(t)
+	ctx := t.Context()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "seccomp", "profiles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "seccomp", "profiles", "block-mkdir.json"), []byte(blockMkdir), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newRuntime := func(seccompDefault bool) *criruntime.Runtime {
+		rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: cri.Endpoint, PodLogsDir: t.TempDir(), RootDir: root, SeccompDefault: seccompDefault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Close(context.Background()) })
+		return rt
+	}
+	rt, rtDefault := newRuntime(false), newRuntime(true)
+	const probe = "grep Seccomp: /proc/self/status; mkdir /tmp/made && echo mkdir-ok || echo mkdir-failed"
+
+	for _, tc := range []struct {
+		name   string
+		rt     *criruntime.Runtime
+		pod    *v1.SecurityContext
+		podSC  *v1.PodSecurityContext
+		wants  []string
+		absent string
+	}{
+		{name: "RuntimeDefault", rt: rt, pod: &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}},
+			wants: []string{"Seccomp:\t2", "mkdir-ok"}},
+		{name: "Localhost under root-dir/seccomp", rt: rt,
+			podSC: &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To("profiles/block-mkdir.json")}},
+			wants: []string{"Seccomp:\t2", "Operation not permitted", "mkdir-failed"}, absent: "mkdir-ok"},
+		{name: "Unconfined", rt: rt, pod: &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}},
+			wants: []string{"Seccomp:\t0", "mkdir-ok"}},
+		{name: "nothing set, seccompDefault false", rt: rt, wants: []string{"Seccomp:\t0"}},
+		{name: "nothing set, seccompDefault true", rt: rtDefault, wants: []string{"Seccomp:\t2"}},
+		{name: "Unconfined explicit, seccompDefault true", rt: rtDefault,
+			pod: &v1.SecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}}, wants: []string{"Seccomp:\t0"}},
+		// No SELinux on this host: the runtime ignores the options and
+		// the pod runs, as with upstream kubelet.
+		{name: "SELinux options on a host without SELinux", rt: rt,
+			podSC: &v1.PodSecurityContext{SELinuxOptions: &v1.SELinuxOptions{Type: "container_t", Level: "s0:c1,c2"}}, wants: []string{"mkdir-ok"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := busyboxPod("sec-"+strings.ToLower(strings.NewReplacer(" ", "-", ",", "", "/", "-").Replace(tc.name)), "sh", "-c", probe)
+			pod.Spec.SecurityContext = tc.podSC
+			pod.Spec.Containers[0].SecurityContext = tc.pod
+			if err := tc.rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+				t.Fatalf("SyncPod: %v", err)
+			}
+			st := waitExited(t, tc.rt, pod, "app")
+			b, err := os.ReadFile(st.LogPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(string(b), w) {
+					t.Errorf("container output %q lacks %q", b, w)
+				}
+			}
+			if tc.absent != "" && strings.Contains(string(b), tc.absent) {
+				t.Errorf("container output %q has %q", b, tc.absent)
+			}
+			t.Logf("container output: %q", b)
+			killAndRemove(t, tc.rt, pod)
+		})
+	}
+
+	t.Run("hostUsers false refused: containerd 1.6 has no user namespaces", func(t *testing.T) {
+		pod := busyboxPod("userns", "true")
+		pod.Spec.HostUsers = ptr.To(false)
+		res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+		var ae *nodekit.ActionError
+		const want = "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"
+		if !errors.As(res.Err(), &ae) || ae.Reason != nodekit.ErrCreatePodSandbox || ae.Message != want {
+			t.Fatalf("SyncPod: %v, want ErrCreatePodSandbox %q", res.Err(), want)
+		}
+		pods, err := rt.ListPods(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods {
+			if p.ID == pod.UID {
+				t.Fatalf("a sandbox was created for the refused pod: %+v", p)
+			}
+		}
+	})
+
+	t.Run("supplementalGroupsPolicy Strict refused: the runtime reports no such feature", func(t *testing.T) {
+		node := &v1.Node{}
+		if err := rt.SetNodeStatus(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		if node.Status.Features != nil {
+			t.Fatalf("containerd 1.6 published features %+v", node.Status.Features)
+		}
+		pod := busyboxPod("strict", "true")
+		pod.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyStrict)}
+		d := admission.NewSupplementalGroupsPolicy(admission.NodeFunc(func(context.Context) (*v1.Node, error) { return node, nil })).
+			Admit(ctx, nodekit.AdmitRequest{Pod: pod})
+		want := nodekit.Decision{Reason: "SupplementalGroupsPolicyNotSupported", Message: "SupplementalGroupsPolicy=Strict is not supported in this node"}
+		if d != want {
+			t.Fatalf("decision %+v, want %+v", d, want)
+		}
+	})
+}
