@@ -3,16 +3,17 @@
 // memory, ephemeral-storage, hugepages, extended resources, pod count), node
 // selector and required node affinity, node name, host ports, and NoExecute
 // taints; and the sysctl allowlist (Sysctls: the kernel's safe sysctls plus
-// allowedUnsafeSysctls, SysctlForbidden otherwise). Each built-in rejects with upstream v1.37's Reason and Message
-// (OutOfcpu, NodeAffinity, ...), so rejected pods look the same as under
-// kubelet.
+// allowedUnsafeSysctls, SysctlForbidden otherwise) and AppArmor (profiles
+// the host cannot enforce, reason AppArmor). Each rejects with upstream
+// v1.37's Reason and Message (OutOfcpu, NodeAffinity, ...), so rejected pods
+// look the same as under kubelet.
 //
 // It does not decide when admission runs, fail the rejected pod or record
 // events: the sync loop does, on ADD. It does not preempt pods to make room
 // for a critical pod, as upstream kubelet can; a critical pod short of
-// resources is rejected like any other. Eviction, AppArmor and the
+// resources is rejected like any other. Eviction and the
 // CPU/memory/topology/device manager admitters live in their own packages;
-// Builtins says where they go in the chain.
+// Builtins says where they and AppArmor go in the chain.
 //
 // The built-ins read the node through a NodeGetter, and the pods already
 // admitted from nodekit.AdmitRequest.Pods (terminal pods are ignored). A

@@ -64,7 +64,10 @@ func (a *OS) Admit(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decisi
 // supplementalGroupsPolicy Strict on a node whose status.features does not
 // declare supplementalGroupsPolicy: true (the runtime cannot honour it).
 // Reason SupplementalGroupsPolicyNotSupported. The feature is GA in v1.37,
-// so the check is unconditional.
+// so the check is unconditional. The node's features come from the
+// runtime, as upstream: criruntime.Runtime.SetNodeStatus publishes the CRI
+// runtime's supplemental_groups_policy feature (containerd 2 reports it;
+// containerd 1.6 reports no features, so Strict is refused there).
 type SupplementalGroupsPolicy struct {
 	node NodeGetter
 }

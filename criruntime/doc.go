@@ -9,6 +9,16 @@
 // RemoveContainer and RemovePodSandbox for garbage collection — are plain
 // methods that those packages find by type assertion.
 //
+// Security settings reach the runtime as upstream kubelet sends them:
+// seccomp (Localhost profiles under Config.RootDir/seccomp,
+// Config.SeccompDefault), AppArmor (field or deprecated annotation),
+// SELinux options, procMount, supplemental groups and their policy, and
+// user namespaces: a pod with hostUsers: false gets a range of host IDs of
+// its own (package userns, checkpointed in the pod's directory), and fails
+// sandbox creation with upstream's message when the runtime handler does
+// not support user namespaces. SetNodeStatus publishes the runtime's
+// features and handlers on the Node.
+//
 // Containers and sandboxes carry the upstream kubelet's labels and
 // annotations (io.kubernetes.pod.uid, io.kubernetes.container.name, ...), so
 // a restarted agent — or crictl — recognizes them.
