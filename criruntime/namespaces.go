@@ -3,6 +3,7 @@ package criruntime
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"sync"
 
@@ -107,5 +108,21 @@ func (r *Runtime) handlerSupportsUserns(ctx context.Context, handler string) err
 }
 
 func usernsConfig(cfg Config) userns.Config {
-	return userns.Config{PodsDir: filepath.Join(cfg.RootDir, "pods"), IDsPerPod: cfg.UserNamespaceIDsPerPod}
+	return userns.Config{PodsDir: filepath.Join(cfg.RootDir, "pods"), IDsPerPod: uint32(cfg.UserNamespaceIDsPerPod)} // checked by validIDsPerPod
+}
+
+// validIDsPerPod checks Config.UserNamespaceIDsPerPod with upstream's
+// rules and words.
+func validIDsPerPod(n int64) error {
+	switch {
+	case n == 0:
+		return nil
+	case n < userns.DefaultIDsPerPod:
+		return fmt.Errorf("criruntime: userNamespaces.idsPerPod must not be less than %d", userns.DefaultIDsPerPod)
+	case n%userns.DefaultIDsPerPod != 0:
+		return fmt.Errorf("criruntime: userNamespaces.idsPerPod must be a multiple of %d", userns.DefaultIDsPerPod)
+	case n > math.MaxUint32:
+		return fmt.Errorf("criruntime: userNamespaces.idsPerPod must not be more than %d", int64(math.MaxUint32))
+	}
+	return nil
 }

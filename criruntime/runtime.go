@@ -77,9 +77,10 @@ type Config struct {
 	// (KubeletConfiguration seccompDefault).
 	SeccompDefault bool
 	// UserNamespaceIDsPerPod is how many UIDs and GIDs each pod with
-	// hostUsers: false gets, a multiple of 65536 (KubeletConfiguration
-	// userNamespaces.idsPerPod); 0 means 65536.
-	UserNamespaceIDsPerPod uint32
+	// hostUsers: false gets (KubeletConfiguration userNamespaces.idsPerPod):
+	// a multiple of 65536 below 2^32; 0 means 65536. New refuses other
+	// values, naming the field.
+	UserNamespaceIDsPerPod int64
 }
 
 // Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
@@ -145,6 +146,9 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	cfg = withDefaults(cfg)
 	pulls, err := newPuller(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if err := validIDsPerPod(cfg.UserNamespaceIDsPerPod); err != nil {
 		return nil, err
 	}
 	v, err := rs.Version(ctx, "v1")

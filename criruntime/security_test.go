@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critest "k8s.io/cri-api/pkg/apis/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit"
@@ -272,5 +273,23 @@ func TestHostUsersUnsetIsNodeNamespace(t *testing.T) {
 	}
 	if got := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); got.GetMode() != runtimeapi.NamespaceMode_NODE || len(got.GetUids()) != 0 {
 		t.Fatalf("userns %v, want mode NODE without mappings, as upstream", got)
+	}
+}
+
+func TestUserNamespaceIDsPerPodChecked(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		want string
+	}{
+		{0, ""}, {65536, ""}, {4 * 65536, ""},
+		{1000, "userNamespaces.idsPerPod must not be less than 65536"},
+		{65536 + 1, "userNamespaces.idsPerPod must be a multiple of 65536"},
+		{1 << 32, "userNamespaces.idsPerPod must not be more than 4294967295"},
+	} {
+		rs := &recordingRuntime{FakeRuntimeService: critest.NewFakeRuntimeService()}
+		_, err := NewFromServices(t.Context(), rs, critest.NewFakeImageService(), Config{Endpoint: "fake", UserNamespaceIDsPerPod: tc.n})
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("idsPerPod %d: %v, want %q", tc.n, err, tc.want)
+		}
 	}
 }

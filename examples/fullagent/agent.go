@@ -154,7 +154,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
 		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
-		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault,
+		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
@@ -599,4 +599,13 @@ func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error 
 			return nil
 		}),
 	}, extra...)...)
+}
+
+// idsPerPod is userNamespaces.idsPerPod, 0 when unset (criruntime's
+// default, and its check of the value).
+func idsPerPod(cfg *kubeletv1beta1.KubeletConfiguration) int64 {
+	if cfg.UserNamespaces == nil || cfg.UserNamespaces.IDsPerPod == nil {
+		return 0
+	}
+	return *cfg.UserNamespaces.IDsPerPod
 }
