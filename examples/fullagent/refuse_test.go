@@ -43,7 +43,7 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 
 	t.Run("resourceClaims pod refused", func(t *testing.T) {
 		p := e.waitPod(t, "claims", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
-		want := `Pod requires node features that are not available: DynamicResourceAllocation (resource claims "gpu": this node does not prepare dynamic resources)`
+		want := `Pod was rejected: Pod requires node features that are not available: DynamicResourceAllocation (resource claims "gpu": this node does not prepare dynamic resources)`
 		if p.Status.Reason != "PodFeatureUnsupported" || p.Status.Message != want {
 			t.Errorf("reason %q message %q, want PodFeatureUnsupported %q", p.Status.Reason, p.Status.Message, want)
 		}
@@ -62,7 +62,7 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 		// (1, 2, 4, 8 s...), so a handful of events, never a tight loop.
 		time.Sleep(10 * time.Second)
 		n := failedMountCount(t, e, "pvc", want)
-		t.Logf("FailedMount events in the %v after the first: %d", 10*time.Second, n-1)
+		t.Logf("FailedMount events: %d by %v after the first was seen", n, 10*time.Second)
 		if n < 2 || n > 8 {
 			t.Errorf("%d FailedMount events in %v since %v, want 2..8 (retried with back-off)", n, 10*time.Second, first)
 		}
