@@ -41,6 +41,18 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 	}}
 	e.createPod(t, restartAll)
 
+	// A Restart rule is acted on: exit 42 restarts a container whose own
+	// policy is Never, in a Never pod; it runs on the second try.
+	rule := simplePod("restart-rule", v1.RestartPolicyNever, "if [ -f /data/once ]; then exec sleep 3600; fi; touch /data/once; exit 42")
+	rule.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	rule.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	rule.Spec.Containers[0].RestartPolicy = &never
+	rule.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{
+		Action:    v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
+	}}
+	e.createPod(t, rule)
+
 	t.Run("resourceClaims pod refused", func(t *testing.T) {
 		p := e.waitPod(t, "claims", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		want := `Pod was rejected: Pod requires node features that are not available: DynamicResourceAllocation (resource claims "gpu": this node does not prepare dynamic resources)`
@@ -52,6 +64,19 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 		p := e.waitPod(t, "restart-all", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		if p.Status.Reason != "PodFeatureUnsupported" || !strings.Contains(p.Status.Message, "RestartAllContainersOnContainerExits") {
 			t.Errorf("reason %q message %q", p.Status.Reason, p.Status.Message)
+		}
+	})
+	t.Run("Restart rule restarts a Never container on its exit code", func(t *testing.T) {
+		p := e.waitPod(t, "restart-rule", 90*time.Second, "restarted once and running", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "app")
+			return cs != nil && cs.RestartCount == 1 && cs.State.Running != nil
+		})
+		cs := containerStatus(p, "app")
+		if last := cs.LastTerminationState.Terminated; last == nil || last.ExitCode != 42 {
+			t.Errorf("last termination %+v, want exit code 42", cs.LastTerminationState)
+		}
+		if p.Status.Phase != v1.PodRunning {
+			t.Errorf("phase %s, want Running", p.Status.Phase)
 		}
 	})
 	t.Run("PVC pod waits in ContainerCreating with FailedMount", func(t *testing.T) {
