@@ -83,13 +83,16 @@ type FreshNodeGetter interface {
 // first rejection carries the reason upstream would report:
 //
 //	OS, SupplementalGroupsPolicy, ResourceFit, NodeAffinity, NodeName,
-//	NodePorts, TaintToleration
+//	NodePorts, TaintToleration, PodFeatures
+//
+// PodFeatures (upstream's pod-features and declared-features handlers)
+// refuses pods needing what nodekit does not implement (DRA claims, the
+// RestartAllContainers restart action); it is last, as upstream.
 //
 // The other upstream admit handlers live in the packages that own their
 // subsystem. To keep upstream's precedence an agent chains them around these:
 // eviction, sysctls, and the CPU/memory/topology/device managers before
-// Builtins; AppArmor, pod features and node shutdown after; custom policies
-// last.
+// Builtins; AppArmor and node shutdown after; custom policies last.
 func Builtins(node NodeGetter) []nodekit.Admitter {
 	return []nodekit.Admitter{
 		NewOS(node),
@@ -99,6 +102,7 @@ func Builtins(node NodeGetter) []nodekit.Admitter {
 		NewNodeName(node),
 		NewNodePorts(),
 		NewTaintToleration(node),
+		NewPodFeatures(),
 	}
 }
 

@@ -75,7 +75,7 @@ func TestBuiltinsOrder(t *testing.T) {
 	for _, a := range admission.Builtins(nil) {
 		names = append(names, reflect.TypeOf(a).Elem().Name())
 	}
-	want := []string{"OS", "SupplementalGroupsPolicy", "ResourceFit", "NodeAffinity", "NodeName", "NodePorts", "TaintToleration"}
+	want := []string{"OS", "SupplementalGroupsPolicy", "ResourceFit", "NodeAffinity", "NodeName", "NodePorts", "TaintToleration", "PodFeatures"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("Builtins = %v, want %v", names, want)
 	}
@@ -103,7 +103,7 @@ func TestBuiltinsPrecedence(t *testing.T) {
 		{name: "affinity before node name", node: node, pod: pod("p", "", wrongZone, wrongNode), want: reject("NodeAffinity", msgAffinity)},
 		{name: "node name before ports", node: node, pod: pod("p", "", wrongNode, port80), want: reject("NodeName", msgNodeName)},
 		{name: "ports before taints", node: node, pod: pod("p", "", port80), want: reject("NodePorts", msgPorts)},
-		{name: "taints last among built-ins", node: node, pod: pod("p", ""), want: reject("TaintToleration", msgTaint)},
+		{name: "taints before pod features", node: node, pod: pod("p", "", withClaims("gpu")), want: reject("TaintToleration", msgTaint)},
 		{
 			name:   "custom admitters run after built-ins",
 			node:   node,

@@ -3,10 +3,12 @@
 // memory, ephemeral-storage, hugepages, extended resources, pod count), node
 // selector and required node affinity, node name, host ports, and NoExecute
 // taints; and the sysctl allowlist (Sysctls: the kernel's safe sysctls plus
-// allowedUnsafeSysctls, SysctlForbidden otherwise) and AppArmor (profiles
-// the host cannot enforce, reason AppArmor). Each rejects with upstream
-// v1.37's Reason and Message (OutOfcpu, NodeAffinity, ...), so rejected pods
-// look the same as under kubelet.
+// allowedUnsafeSysctls, SysctlForbidden otherwise); AppArmor (profiles the
+// host cannot enforce, reason AppArmor); and PodFeatures, which refuses pods
+// needing what nodekit does not build (DRA resource claims, the
+// RestartAllContainers restart action) with PodFeatureUnsupported. Each
+// built-in rejects with upstream v1.37's Reason and Message (OutOfcpu,
+// NodeAffinity, ...), so rejected pods look the same as under kubelet.
 //
 // It does not decide when admission runs, fail the rejected pod or record
 // events: the sync loop does, on ADD. It does not preempt pods to make room

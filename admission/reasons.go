@@ -17,6 +17,9 @@ const (
 	// ReasonAppArmor: the pod asks for an AppArmor profile the node cannot
 	// enforce.
 	ReasonAppArmor = "AppArmor"
+	// ReasonPodFeatureUnsupported: the pod needs a node feature this node
+	// does not have (PodFeatures).
+	ReasonPodFeatureUnsupported = "PodFeatureUnsupported"
 
 	// ReasonOutOfPrefix starts every insufficient-resource reason; the
 	// resource name follows (OutOfnvidia.com/gpu, OutOfhugepages-2Mi).
@@ -35,12 +38,13 @@ const (
 
 // Upstream's wording, kept verbatim.
 const (
-	messageInvalidNodeInfo    = "Kubelet cannot get node info."
-	messageOSSelector         = "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
-	messageOSField            = "Failed to admit pod as the OS field doesn't match node OS"
-	messageSupplementalGroups = "SupplementalGroupsPolicy=Strict is not supported in this node"
-	descNodeAffinity          = "node(s) didn't match Pod's node affinity/selector"
-	descNodeName              = "node(s) didn't match the requested node name"
-	descNodePorts             = "node(s) didn't have free ports for the requested pod ports"
-	descTaintToleration       = "node(s) had taints that the pod didn't tolerate"
+	messageInvalidNodeInfo       = "Kubelet cannot get node info."
+	messageOSSelector            = "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+	messageOSField               = "Failed to admit pod as the OS field doesn't match node OS"
+	messagePodFeatureUnsupported = "Pod requires node features that are not available: "
+	messageSupplementalGroups    = "SupplementalGroupsPolicy=Strict is not supported in this node"
+	descNodeAffinity             = "node(s) didn't match Pod's node affinity/selector"
+	descNodeName                 = "node(s) didn't match the requested node name"
+	descNodePorts                = "node(s) didn't have free ports for the requested pod ports"
+	descTaintToleration          = "node(s) had taints that the pod didn't tolerate"
 )

@@ -60,7 +60,7 @@ func TestResourceFit(t *testing.T) {
 			want: reject("OutOfexample.com/fpga", "Node didn't have enough resource: example.com/fpga, requested: 1, used: 0, capacity: 0"),
 		},
 		{
-			name: "DRA-backed extended resource is left to DRA",
+			name: "DRA-backed extended resource is left to DRA, then refused",
 			node: node("example.com/gpu=1", pod("a", "example.com/gpu=1")),
 			pod: pod("new", "example.com/gpu=1", func(p *v1.Pod) {
 				p.Status.ExtendedResourceClaimStatus = &v1.PodExtendedResourceClaimStatus{
@@ -68,7 +68,9 @@ func TestResourceFit(t *testing.T) {
 					ResourceClaimName: "new-claim",
 				}
 			}),
-			want: nodekit.Admitted,
+			// Resource fit does not count it (no OutOfexample.com/gpu);
+			// PodFeatures then refuses it, as nodekit has no DRA.
+			want: reject("PodFeatureUnsupported", `Pod requires node features that are not available: DynamicResourceAllocation (resource claims "new-claim": this node does not prepare dynamic resources)`),
 		},
 		{
 			name: "hugepages short",

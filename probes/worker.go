@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // adoptionGrace is how long before the manager started a container must
@@ -251,46 +252,13 @@ func (w *worker) started(cs *v1.ContainerStatus) bool {
 }
 
 // restarts is whether an exited container will run again (so the worker
-// should wait for it), following restart policy and rules as upstream.
+// should wait for it): sidecars always; others by the rule the sync loop
+// and the status manager follow too (restartrules).
 func (w *worker) restarts(exitCode int32) bool {
 	if w.sidecar {
 		return true
 	}
-	c := &w.container
-	if c.RestartPolicy != nil {
-		for _, rule := range c.RestartPolicyRules {
-			if rule.ExitCodes == nil || !ruleMatches(rule.ExitCodes, exitCode) {
-				continue
-			}
-			if rule.Action == v1.ContainerRestartRuleActionRestart || rule.Action == v1.ContainerRestartRuleActionRestartAllContainers {
-				return true
-			}
-			break
-		}
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return exitCode != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch w.pod.Load().Spec.RestartPolicy {
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	case v1.RestartPolicyNever:
-		return false
-	}
-	return true
-}
-
-func ruleMatches(r *v1.ContainerRestartRuleOnExitCodes, code int32) bool {
-	in := slices.Contains(r.Values, code)
-	if r.Operator == v1.ContainerRestartRuleOnExitCodesOpNotIn {
-		return !in
-	}
-	return r.Operator == v1.ContainerRestartRuleOnExitCodesOpIn && in
+	return restartrules.Restarts(&w.container, w.pod.Load().Spec.RestartPolicy, exitCode)
 }
 
 // findStatus returns the named container's status that has a container ID,

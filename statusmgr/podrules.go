@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // Annotations the pod sources stamp on pods (see podconfig).
@@ -110,76 +112,17 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// matchRestartRule returns the first of c's restart rules whose exit-code
-// clause matches code.
-func matchRestartRule(c v1.Container, code int32) (v1.ContainerRestartRule, bool) {
-	for _, r := range c.RestartPolicyRules {
-		if r.ExitCodes == nil {
-			continue
-		}
-		in := slices.Contains(r.ExitCodes.Values, code)
-		switch r.ExitCodes.Operator {
-		case v1.ContainerRestartRuleOnExitCodesOpIn:
-			if in {
-				return r, true
-			}
-		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
-			if !in {
-				return r, true
-			}
-		}
-	}
-	return v1.ContainerRestartRule{}, false
-}
-
 // mayRestart reports whether a container that exited with code is allowed
-// to run again: its restart rules first, then its own restart policy, then
-// the pod's.
+// to run again, by the rule the sync loop follows (restartrules).
 func mayRestart(c v1.Container, spec *v1.PodSpec, code int32) bool {
-	if c.RestartPolicy != nil {
-		if r, ok := matchRestartRule(c, code); ok {
-			if r.Action == v1.ContainerRestartRuleActionRestart || r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
-				return true
-			}
-		}
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return code != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch spec.RestartPolicy {
-	case v1.RestartPolicyNever:
-		return false
-	case v1.RestartPolicyOnFailure:
-		return code != 0
-	}
-	return true
-}
-
-// restartsWholePod reports whether any container may restart every
-// container of the pod in place (restart rule action RestartAllContainers).
-func restartsWholePod(spec *v1.PodSpec) bool {
-	for _, list := range [][]v1.Container{spec.InitContainers, spec.Containers} {
-		for _, c := range list {
-			for _, r := range c.RestartPolicyRules {
-				if r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
-					return true
-				}
-			}
-		}
-	}
-	return false
+	return restartrules.Restarts(&c, spec.RestartPolicy, code)
 }
 
 // checkContainerTransitions refuses a status in which a container that had
 // terminated for good (its restart policy does not allow it to run again) is
 // running or waiting again.
 func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
-	if spec.RestartPolicy == v1.RestartPolicyAlways || restartsWholePod(spec) {
+	if spec.RestartPolicy == v1.RestartPolicyAlways {
 		return nil
 	}
 	check := func(kind string, olds, nexts []v1.ContainerStatus, specs []v1.Container, skipSidecars bool) error {

@@ -1,11 +1,10 @@
 package syncloop
 
 import (
-	"slices"
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // isSidecar reports whether an init container is restartable (a sidecar).
@@ -13,46 +12,11 @@ func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
-// shouldRestart applies the container's restart rules, then its own
-// restart policy, then the pod's, to an exit code — as upstream does with
-// container restart rules enabled.
+// shouldRestart is whether c runs again after exiting with exitCode: its
+// restart rules, its own restart policy, then the pod's (restartrules, which
+// the status manager and the probe workers use too).
 func shouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int) bool {
-	if c.RestartPolicy != nil {
-		for _, rule := range c.RestartPolicyRules {
-			if rule.Action == v1.ContainerRestartRuleActionRestart && ruleMatches(rule, exitCode) {
-				return true
-			}
-		}
-		switch *c.RestartPolicy {
-		case v1.ContainerRestartPolicyAlways:
-			return true
-		case v1.ContainerRestartPolicyOnFailure:
-			return exitCode != 0
-		case v1.ContainerRestartPolicyNever:
-			return false
-		}
-	}
-	switch spec.RestartPolicy {
-	case v1.RestartPolicyOnFailure:
-		return exitCode != 0
-	case v1.RestartPolicyNever:
-		return false
-	}
-	return true
-}
-
-func ruleMatches(rule v1.ContainerRestartRule, exitCode int) bool {
-	if rule.ExitCodes == nil {
-		return false
-	}
-	in := slices.Contains(rule.ExitCodes.Values, int32(exitCode))
-	switch rule.ExitCodes.Operator {
-	case v1.ContainerRestartRuleOnExitCodesOpIn:
-		return in
-	case v1.ContainerRestartRuleOnExitCodesOpNotIn:
-		return !in
-	}
-	return false
+	return restartrules.Restarts(c, spec.RestartPolicy, int32(exitCode))
 }
 
 // restartOnFailure is whether the pod restarts failed containers at all.

@@ -247,6 +247,9 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 		w.mu.Unlock()
 
 		err := w.step(syncCtx, phase, u, pod, mirror, running, grace, since, logger)
+		// Whether a kill or the agent stopping interrupted the step; asked
+		// before cancel, after which syncCtx.Err() is always set.
+		interrupted := syncCtx.Err() != nil
 		cancel()
 
 		w.mu.Lock()
@@ -272,7 +275,7 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 			}
 		case errors.As(err, &retry):
 			wk.due = wk.lastSync.Add(retry.after)
-		case syncCtx.Err() != nil:
+		case interrupted:
 			// Cancelled by a kill (the pending update carries on) or by
 			// the agent stopping.
 		default:

@@ -11,8 +11,13 @@
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's
 // housekeeping does, once nothing is mounted below them), and has no CSI,
-// persistentVolumeClaim or image volumes yet: a plugin for them fits Plugin
-// without changes to callers.
+// persistentVolumeClaim, ephemeral, image, block (volumeDevices) or in-tree
+// network-storage volumes yet: a plugin for them fits Plugin without changes
+// to callers. Until then WaitForAttachAndMount fails at once for a pod using
+// one, with upstream's "failed to process volumes=[...]: ... no volume
+// plugin matched" (the pod worker reports it as FailedMount and retries with
+// back-off; the pod stays in ContainerCreating), and the reconciler never
+// tries to set such a volume up.
 //
 //	pod worker                    Manager                      reconciler (Run)
 //	   │ WaitForAttachAndMount ──►  desired += pod  ──wake──►  SetUp each volume

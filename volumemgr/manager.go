@@ -108,6 +108,9 @@ type desiredPod struct {
 	// refreshNow asks for the refreshable volumes to be rewritten at once
 	// (the pod's labels or annotations changed).
 	refreshNow bool
+	// unsupported are the volumes no plugin handles, with the error
+	// WaitForAttachAndMount reports for each; the reconciler skips them.
+	unsupported map[string]error
 }
 
 type actualPod struct {
@@ -222,6 +225,18 @@ func mountedVolumes(pod *v1.Pod) map[string]*v1.Volume {
 			used[vm.Name] = true
 		}
 	}
+	// A block device (volumeDevices) needs its volume as much as a mount
+	// does; no plugin provides one yet, so such a pod waits with an error
+	// rather than running without its device.
+	for _, c := range pod.Spec.InitContainers {
+		markDevices(used, c.VolumeDevices)
+	}
+	for _, c := range pod.Spec.Containers {
+		markDevices(used, c.VolumeDevices)
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		markDevices(used, c.VolumeDevices)
+	}
 	out := map[string]*v1.Volume{}
 	for i := range pod.Spec.Volumes {
 		if v := &pod.Spec.Volumes[i]; used[v.Name] {
@@ -229,6 +244,12 @@ func mountedVolumes(pod *v1.Pod) map[string]*v1.Volume {
 		}
 	}
 	return out
+}
+
+func markDevices(used map[string]bool, devices []v1.VolumeDevice) {
+	for _, d := range devices {
+		used[d.Name] = true
+	}
 }
 
 // AddPod adds pod to the desired state, or updates it (a change of labels
@@ -248,6 +269,15 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	}
 	d.pod = pod
 	d.volumes = mountedVolumes(pod)
+	d.unsupported = nil
+	for name, vol := range d.volumes {
+		if m.pluginFor(vol) == nil {
+			if d.unsupported == nil {
+				d.unsupported = map[string]error{}
+			}
+			d.unsupported[name] = noPluginError(vol)
+		}
+	}
 	delete(m.released, pod.UID)
 	if a := m.actual[pod.UID]; a != nil {
 		a.claimed = true
@@ -284,6 +314,9 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 	if len(names) == 0 {
 		return nil
 	}
+	if err := m.unprocessable(pod.UID, names); err != nil {
+		return err
+	}
 	var timer clock.Timer
 	for {
 		m.mu.Lock()
@@ -315,6 +348,32 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 		}
 		return fmt.Errorf("unmounted volumes=%v, unattached volumes=[], failed to process volumes=[]: %w%s", pending, cause, reasons)
 	}
+}
+
+// unprocessable fails at once, as upstream's desired-state populator does,
+// when some of the named volumes have no plugin: waiting would not help.
+// The error has upstream's shape: every volume not mounted, then those it
+// could not process and why.
+func (m *Manager) unprocessable(uid types.UID, names []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	d := m.desired[uid]
+	if d == nil || len(d.unsupported) == 0 {
+		return nil
+	}
+	var failed []string
+	var errs []error
+	for _, n := range names {
+		if err, ok := d.unsupported[n]; ok {
+			failed = append(failed, n)
+			errs = append(errs, err)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("unmounted volumes=%v, unattached volumes=[], failed to process volumes=%v: %w",
+		m.unmountedLocked(uid, names), failed, joinErrors(errs))
 }
 
 // unmountedLocked returns the names not yet set up.

@@ -103,6 +103,9 @@ func (m *Manager) plan() []op {
 		}
 		a.claimed = true
 		for name, vol := range d.volumes {
+			if _, ok := d.unsupported[name]; ok {
+				continue // no plugin: WaitForAttachAndMount reports it
+			}
 			v := a.volumes[name]
 			if v == nil {
 				v = &volumeState{name: name}

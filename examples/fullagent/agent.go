@@ -310,7 +310,10 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		// Pressure first, as upstream; the eviction manager needs the
 		// loop, so it joins the chain through a closure.
 		// The topology manager (which has the CPU and memory managers
-		// allocate) comes before the built-in predicates, as upstream.
+		// allocate) comes before the built-in predicates, as upstream;
+		// the built-ins end with PodFeatures (DRA claims and
+		// RestartAllContainers rules are refused), then AppArmor and
+		// node shutdown.
 		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 			return a.reclaim.eviction.Admit(ctx, req)
 		}), sysctls, a.resources.topology, a.devices}, append(builtins(nodeGetter, a.devices), admission.NewAppArmor(admission.AppArmorHostEnabled()), a.shutdown)...),

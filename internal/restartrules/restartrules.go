@@ -1,0 +1,87 @@
+// Package restartrules decides whether a container that exited runs again:
+// its restartPolicyRules (ContainerRestartRules, on by default in v1.37),
+// then its own restartPolicy, then the pod's. The sync loop, the status
+// manager and the probe workers all ask here, so they never disagree about
+// whether an exit is final.
+//
+// nodekit does not implement the RestartAllContainers action
+// (RestartAllContainersOnContainerExits): admission refuses pods that use
+// it, and a matching rule with that action counts as if the feature were
+// off, as upstream does then: the container's own restartPolicy decides.
+package restartrules
+
+import (
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Match returns the first of c's restart rules whose exit-code clause
+// matches exitCode. Rules are tried in order; the first match wins even if
+// a later rule would match too. A rule without exitCodes, or with an
+// operator it does not know, never matches.
+func Match(c *v1.Container, exitCode int32) (v1.ContainerRestartRule, bool) {
+	for _, r := range c.RestartPolicyRules {
+		if r.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(r.ExitCodes.Values, exitCode)
+		switch r.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn:
+			if in {
+				return r, true
+			}
+		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+			if !in {
+				return r, true
+			}
+		}
+	}
+	return v1.ContainerRestartRule{}, false
+}
+
+// Restarts reports whether container c of a pod with restart policy
+// podPolicy runs again after exiting with exitCode. Rules apply only to a
+// container with its own restartPolicy (the API server allows them only
+// there): a first matching rule with action Restart restarts it; any other
+// match, or none, leaves the decision to the container's restartPolicy.
+// Without one the pod's policy decides (an empty one is Always). It does
+// not look at sidecars specially: a sidecar's policy is Always.
+func Restarts(c *v1.Container, podPolicy v1.RestartPolicy, exitCode int32) bool {
+	if c.RestartPolicy != nil {
+		if r, ok := Match(c, exitCode); ok && r.Action == v1.ContainerRestartRuleActionRestart {
+			return true
+		}
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return exitCode != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch podPolicy {
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	case v1.RestartPolicyNever:
+		return false
+	}
+	return true
+}
+
+// UsesRestartAll returns the first init or regular container of spec with a
+// rule whose action is RestartAllContainers, and that rule's index; ok is
+// false when there is none. Admission refuses such pods.
+func UsesRestartAll(spec *v1.PodSpec) (container string, rule int, ok bool) {
+	for _, list := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for _, c := range list {
+			for i, r := range c.RestartPolicyRules {
+				if r.Action == v1.ContainerRestartRuleActionRestartAllContainers {
+					return c.Name, i, true
+				}
+			}
+		}
+	}
+	return "", 0, false
+}
