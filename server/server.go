@@ -314,6 +314,9 @@ func serve(ctx context.Context, hs *http.Server, l net.Listener, tlsOn bool) err
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
+	// ServeTLS can fail before it serves (and so before it owns l):
+	// close l, so that no caller waits on a listener nobody accepts on.
+	_ = l.Close()
 	return err
 }
 

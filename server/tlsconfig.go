@@ -2,8 +2,10 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -119,6 +121,12 @@ func checkTLSSettings(minVersion uint16, suites []uint16, curves []tls.CurveID) 
 		if !known[id] {
 			return fmt.Errorf("server: Config.CipherSuites[%d] %#x is not a cipher suite crypto/tls implements", i, id)
 		}
+	}
+	// net/http's HTTP/2 refuses to serve (as upstream kubelet then exits)
+	// a TLS 1.2 suite list without one of these.
+	if len(suites) > 0 && (minVersion == 0 || minVersion < tls.VersionTLS13) &&
+		!slices.Contains(suites, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) && !slices.Contains(suites, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) {
+		return errors.New("server: Config.CipherSuites lacks a cipher suite HTTP/2 requires: add TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 or TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256")
 	}
 	for i, c := range curves {
 		if strings.HasPrefix(c.String(), "CurveID(") {
