@@ -55,6 +55,10 @@ type Config struct {
 	// answer 405 "Debug endpoints are disabled.", and /configz and
 	// /checkpoint are not served (404), as upstream.
 	DisableDebuggingHandlers bool
+	// SystemLogDir is served read-only under /logs/ with the debugging
+	// handlers (upstream's enableSystemLogHandler, /var/log). "" answers
+	// 405 "logs endpoint is disabled.", as upstream with it off.
+	SystemLogDir string
 
 	// Certificate is the serving certificate (see LoadCertificateFiles,
 	// NewSelfSignedCertificate, NewCSRCertificate). Nil means a
@@ -243,6 +247,13 @@ func (s *Server) routes(readOnly bool) http.Handler {
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
 	mux.HandleFunc("GET /configz", s.configz)
+	if s.cfg.SystemLogDir != "" {
+		mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.SystemLogDir))))
+	} else {
+		mux.HandleFunc("/logs/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "logs endpoint is disabled.", http.StatusMethodNotAllowed)
+		})
+	}
 	if s.cfg.Checkpointer != nil {
 		mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.checkpoint)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -44,7 +46,7 @@ func TestDebuggingHandlersDisabled(t *testing.T) {
 		{"POST", "/run/default/web/app?cmd=ls", 404, 405},
 		{"GET", "/containerLogs/default/web/app", 400, 405}, // 400: no container instance in the fake
 		{"GET", "/runningpods/", 200, 405},
-		{"GET", "/logs/", 404, 405},
+		{"GET", "/logs/", 405, 405}, // 405 on: no SystemLogDir, "logs endpoint is disabled."
 		{"GET", "/debug/pprof/", 404, 405},
 		{"GET", "/configz", 200, 404},
 		{"POST", "/checkpoint/default/web/app", 200, 404},
@@ -379,5 +381,32 @@ func TestHealthzServerRetriesListen(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// /logs/ serves SystemLogDir (upstream's /var/log) with the debugging
+// handlers, and never without them.
+func TestSystemLogs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "syslog"), []byte("boot ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	on := newEnv(t, Config{SystemLogDir: dir})
+	if code, body := on.do(t, "GET", "/logs/syslog"); code != 200 || body != "boot ok\n" {
+		t.Fatalf("/logs/syslog: %d %q", code, body)
+	}
+	if code, body := on.do(t, "GET", "/logs/"); code != 200 || !strings.Contains(body, "syslog") {
+		t.Fatalf("/logs/ listing: %d %q", code, body)
+	}
+	if code, _ := on.do(t, "POST", "/logs/syslog"); code != 405 {
+		t.Fatalf("POST /logs/syslog: %d", code)
+	}
+	off := newEnv(t, Config{SystemLogDir: dir, DisableDebuggingHandlers: true})
+	if code, body := off.do(t, "GET", "/logs/syslog"); code != 405 || body != "Debug endpoints are disabled.\n" {
+		t.Fatalf("/logs/ with debugging off: %d %q", code, body)
+	}
+	none := newEnv(t, Config{})
+	if code, body := none.do(t, "GET", "/logs/syslog"); code != 405 || body != "logs endpoint is disabled.\n" {
+		t.Fatalf("/logs/ without SystemLogDir: %d %q", code, body)
 	}
 }

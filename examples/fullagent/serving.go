@@ -18,11 +18,12 @@ import (
 // loader that defaults them.
 const (
 	defaultStreamingIdleTimeout = 4 * time.Hour
+	systemLogDir                = "/var/log"
 )
 
 // servingConfig maps the KubeletConfiguration's serving fields onto sc:
 // address, port, readOnlyPort, enableServer, enableDebuggingHandlers,
-// tlsMinVersion, tlsCipherSuites, tlsCurvePreferences and
+// enableSystemLogHandler, enableSystemLogQuery, tlsMinVersion, tlsCipherSuites, tlsCurvePreferences and
 // streamingConnectionIdleTimeout. A value that cannot be honoured is an
 // error naming the field.
 func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, sc *server.Config) error {
@@ -36,6 +37,14 @@ func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 	}
 	sc.DisableSecurePort = cfg.EnableServer != nil && !*cfg.EnableServer
 	sc.DisableDebuggingHandlers = cfg.EnableDebuggingHandlers != nil && !*cfg.EnableDebuggingHandlers
+	// /logs/ serves /var/log, as upstream's default (with the debugging
+	// handlers); the node log query (?query=) is not built.
+	if cfg.EnableSystemLogHandler == nil || *cfg.EnableSystemLogHandler {
+		sc.SystemLogDir = systemLogDir
+	}
+	if cfg.EnableSystemLogQuery != nil && *cfg.EnableSystemLogQuery {
+		return fmt.Errorf("enableSystemLogQuery: true is not supported: nodekit serves /logs/ as files only, without the node log query")
+	}
 
 	var err error
 	if sc.TLSMinVersion, err = server.ParseTLSVersion(cfg.TLSMinVersion); err != nil {
