@@ -104,10 +104,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	}
 	var rotating *server.CSRCertificate
 	switch {
-	case cfg.TLSCertFile != "":
-		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
-			return nil, nil, nil, err
-		}
+	// serverTLSBootstrap wins over tlsCertFile, as upstream.
 	case cfg.ServerTLSBootstrap && a.client != nil && !sc.DisableSecurePort:
 		rotating, err = server.NewCSRCertificate(server.CSRConfig{
 			Client: a.client.CertificatesV1().CertificateSigningRequests(), NodeName: a.nodeName,
@@ -117,6 +114,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 			return nil, nil, nil, err
 		}
 		sc.Certificate = rotating
+	case cfg.TLSCertFile != "":
+		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("tlsCertFile, tlsPrivateKeyFile: %w", err)
+		}
 	default:
 		if sc.Certificate, err = server.NewSelfSignedCertificate(a.nodeName, ips, nil, nil); err != nil {
 			return nil, nil, nil, err

@@ -66,6 +66,10 @@ func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		return fmt.Errorf("tlsCertFile and tlsPrivateKeyFile: set both or neither (tlsCertFile %q, tlsPrivateKeyFile %q)", cfg.TLSCertFile, cfg.TLSPrivateKeyFile)
 	}
 
+	// Upstream v1.37 documents streamingConnectionIdleTimeout as
+	// deprecated and no longer acting (the runtime's streaming server has
+	// its own idle limit); nodekit applies it to the exec, attach and
+	// port-forward streams it relays, with upstream's default of 4h.
 	switch idle := cfg.StreamingConnectionIdleTimeout.Duration; {
 	case idle < 0:
 		return fmt.Errorf("streamingConnectionIdleTimeout: %v must not be negative", idle)
