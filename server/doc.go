@@ -15,7 +15,13 @@
 // handler runs. The serving certificate comes from files, is self-signed
 // at start, or is requested from the API server through a
 // kubernetes.io/kubelet-serving CSR and rotated before it expires
-// (CSRCertificate).
+// (CSRCertificate). TLS versions, cipher suites and key exchanges take
+// upstream's configuration names (ParseTLSVersion, ParseCipherSuites,
+// ParseCurvePreferences). As upstream's switches: DisableDebuggingHandlers
+// turns exec, attach, port-forward, logs and the other debugging paths
+// into 405s, DisableSecurePort leaves only the read-only port, and
+// StreamingIdleTimeout closes quiet streams. HealthzServer is the local
+// plain-HTTP health endpoint (127.0.0.1:10248) tools such as kubeadm poll.
 //
 // The package does not run containers, collect statistics or own any pod
 // state: it reads what other parts own through small interfaces —

@@ -243,6 +243,9 @@ func startIntegration(t *testing.T) *itEnv {
 		Pods:       pods, Runtime: rt, Streaming: streamer, Stats: stats,
 		Metrics: reg, MetricsRegisterer: reg,
 		HealthChecks: []server.HealthCheck{server.NamedCheck("syncloop", func() error { return nil })},
+		// As fullagent (4h by default): kubectl exec below runs through
+		// the idle watch.
+		StreamingIdleTimeout: time.Hour,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,9 +12,11 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // upgradeErrorBodyLimit bounds the error body relayed when the runtime
@@ -62,8 +64,9 @@ func dialStream(ctx context.Context, u *url.URL) (net.Conn, error) {
 // URL target and, once the runtime switches protocols, joins the caller's
 // connection to the runtime's byte for byte until either side closes (or
 // the server shuts down). A refusal by the runtime is relayed with its
-// status. The caller's credentials are not passed on.
-func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
+// status. The caller's credentials are not passed on. With idle > 0 the
+// stream is closed once no byte has passed either way for idle (on clk).
+func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle time.Duration, clk clock.Clock) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
 	backend, err := dialStream(ctx, target)
@@ -133,16 +136,70 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL) {
 	}
 	stop := context.AfterFunc(ctx, closeBoth)
 	defer stop()
+	var toBackend, toClient io.Writer = backend, client
+	if idle > 0 {
+		a := &activity{clk: clk}
+		a.touch()
+		toBackend, toClient = activeWriter{backend, a}, activeWriter{client, a}
+		watchCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go a.closeWhenIdle(watchCtx, idle, func() {
+			logger.V(2).Info("Closing an idle stream", "idleTimeout", idle, "path", r.URL.Path)
+			closeBoth()
+		})
+	}
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(backend, buffered) // buffered drains what was read ahead, then reads client
+		_, _ = io.Copy(toBackend, buffered) // buffered drains what was read ahead, then reads client
 		done <- struct{}{}
 	}()
 	go func() {
-		_, _ = io.Copy(client, backend)
+		_, _ = io.Copy(toClient, backend)
 		done <- struct{}{}
 	}()
 	<-done
 	closeBoth()
 	<-done
+}
+
+// activity is when bytes last passed through a stream.
+type activity struct {
+	clk  clock.Clock
+	last atomic.Int64 // UnixNano on clk
+}
+
+func (a *activity) touch() { a.last.Store(a.clk.Now().UnixNano()) }
+
+// closeWhenIdle calls closeStream once the stream has been idle for idle,
+// or returns when ctx ends.
+func (a *activity) closeWhenIdle(ctx context.Context, idle time.Duration, closeStream func()) {
+	t := a.clk.NewTimer(idle)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		quiet := a.clk.Since(time.Unix(0, a.last.Load()))
+		if quiet >= idle {
+			closeStream()
+			return
+		}
+		t.Reset(idle - quiet)
+	}
+}
+
+// activeWriter records activity on every write that moves bytes.
+type activeWriter struct {
+	w io.Writer
+	a *activity
+}
+
+func (w activeWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	if n > 0 {
+		w.a.touch()
+	}
+	return n, err
 }

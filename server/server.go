@@ -46,13 +46,39 @@ type Config struct {
 	// readOnlyPort, usually 10255). 0, the default, serves none.
 	ReadOnlyPort int
 
+	// DisableSecurePort makes Run serve no secure port (upstream's
+	// enableServer: false); the read-only port, when set, is still served.
+	DisableSecurePort bool
+	// DisableDebuggingHandlers turns off the endpoints upstream gates with
+	// enableDebuggingHandlers (on by default): /run, /exec, /attach,
+	// /portForward, /containerLogs, /runningpods, /debug/pprof and /logs
+	// answer 405 "Debug endpoints are disabled.", and /configz and
+	// /checkpoint are not served (404), as upstream.
+	DisableDebuggingHandlers bool
+	// SystemLogDir is served read-only under /logs/ with the debugging
+	// handlers (upstream's enableSystemLogHandler, /var/log). "" answers
+	// 405 "logs endpoint is disabled.", as upstream with it off.
+	SystemLogDir string
+
 	// Certificate is the serving certificate (see LoadCertificateFiles,
 	// NewSelfSignedCertificate, NewCSRCertificate). Nil means a
 	// self-signed certificate for NodeName, made by New.
 	Certificate CertificateSource
-	// TLSMinVersion defaults to TLS 1.2; CipherSuites to Go's defaults.
-	TLSMinVersion uint16
-	CipherSuites  []uint16
+	// TLSMinVersion defaults to TLS 1.2; CipherSuites to Go's defaults
+	// (they apply up to TLS 1.2: Go does not let TLS 1.3's be chosen);
+	// CurvePreferences to Go's key exchanges. ParseTLSVersion,
+	// ParseCipherSuites and ParseCurvePreferences read
+	// KubeletConfiguration's tlsMinVersion, tlsCipherSuites and
+	// tlsCurvePreferences.
+	TLSMinVersion    uint16
+	CipherSuites     []uint16
+	CurvePreferences []tls.CurveID
+
+	// StreamingIdleTimeout closes an exec, attach or port-forward stream
+	// after no byte has passed either way for this long
+	// (streamingConnectionIdleTimeout). 0 means no idle limit; the
+	// server's 4-hour limit on every connection still applies.
+	StreamingIdleTimeout time.Duration
 
 	// Authenticator identifies callers (UnionAuthenticator of
 	// NewX509Authenticator and NewTokenReviewAuthenticator, as upstream).
@@ -107,7 +133,7 @@ type Server struct {
 	cfg      Config
 	clock    clock.Clock
 	logs     LogLocator
-	checks   []HealthCheck
+	health   healthzHandler
 	metrics  *httpMetrics
 	tls      *tls.Config
 	secure   http.Handler
@@ -133,6 +159,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ReadOnlyPort < 0 || cfg.ReadOnlyPort > 65535 {
 		return nil, fmt.Errorf("server: Config.ReadOnlyPort %d is not a port", cfg.ReadOnlyPort)
 	}
+	if cfg.StreamingIdleTimeout < 0 {
+		return nil, fmt.Errorf("server: Config.StreamingIdleTimeout %v is negative", cfg.StreamingIdleTimeout)
+	}
+	if err := checkTLSSettings(cfg.TLSMinVersion, cfg.CipherSuites, cfg.CurvePreferences); err != nil {
+		return nil, err
+	}
 	if cfg.Checkpointer != nil && cfg.CheckpointDir == "" {
 		return nil, errors.New("server: Config.CheckpointDir is empty while Checkpointer is set")
 	}
@@ -144,7 +176,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	s := &Server{cfg: cfg, clock: cfg.Clock, logs: cfg.Logs, checks: append([]HealthCheck{pingCheck}, cfg.HealthChecks...)}
+	s := &Server{cfg: cfg, clock: cfg.Clock, logs: cfg.Logs, health: healthzHandler{checks: append([]HealthCheck{pingCheck}, cfg.HealthChecks...)}}
 	if s.logs == nil && cfg.Runtime != nil {
 		s.logs = NewRuntimeLogs(cfg.Runtime)
 	}
@@ -164,9 +196,10 @@ func New(cfg Config) (*Server, error) {
 		certs = self
 	}
 	s.tls = &tls.Config{
-		MinVersion:     cfg.TLSMinVersion,
-		CipherSuites:   cfg.CipherSuites,
-		GetCertificate: certs.GetCertificate,
+		MinVersion:       cfg.TLSMinVersion,
+		CipherSuites:     cfg.CipherSuites,
+		CurvePreferences: cfg.CurvePreferences,
+		GetCertificate:   certs.GetCertificate,
 		// Client certificates are verified by the x509 authenticator, so
 		// that a caller without one can still present a token.
 		ClientAuth: tls.RequestClientCert,
@@ -179,23 +212,25 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// routes builds the mux: every endpoint, or for the read-only port only
-// the unauthenticated ones (the others answer 405 as upstream's
-// "debugging disabled" handlers).
+// routes builds the mux: every endpoint, or for the read-only port (and
+// with DisableDebuggingHandlers) only those upstream installs without the
+// debugging handlers: healthz, pods, stats and metrics, with the
+// debugging paths answering 405 and the rest (configz, checkpoint) 404.
 func (s *Server) routes(readOnly bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", s.healthz)
-	mux.HandleFunc("/healthz/", s.healthz)
+	mux.Handle("/healthz", s.health)
+	mux.Handle("/healthz/", s.health)
 	mux.HandleFunc("GET /pods", s.pods)
 	mux.HandleFunc("GET /stats/summary", s.statsSummary)
 	mux.HandleFunc("POST /stats/summary", s.statsSummary)
 	mux.Handle("GET /metrics", s.gatherer(s.cfg.Metrics))
 	mux.Handle("GET /metrics/probes", s.gatherer(s.cfg.ProbeMetrics))
 	mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
-	if readOnly {
+	if readOnly || s.cfg.DisableDebuggingHandlers {
 		disabled := func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
 		}
+		// The paths upstream serves only with debugging handlers on.
 		for _, p := range []string{"/run/", "/exec/", "/attach/", "/portForward/", "/containerLogs/", "/runningpods/", "/debug/pprof/", "/logs/"} {
 			mux.HandleFunc(p, disabled)
 		}
@@ -212,6 +247,13 @@ func (s *Server) routes(readOnly bool) http.Handler {
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
 	mux.HandleFunc("GET /configz", s.configz)
+	if s.cfg.SystemLogDir != "" {
+		mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.SystemLogDir))))
+	} else {
+		mux.HandleFunc("/logs/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "logs endpoint is disabled.", http.StatusMethodNotAllowed)
+		})
+	}
 	if s.cfg.Checkpointer != nil {
 		mux.HandleFunc("POST /checkpoint/{namespace}/{pod}/{container}", s.checkpoint)
 	}
@@ -283,6 +325,9 @@ func serve(ctx context.Context, hs *http.Server, l net.Listener, tlsOn bool) err
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
+	// ServeTLS can fail before it serves (and so before it owns l):
+	// close l, so that no caller waits on a listener nobody accepts on.
+	_ = l.Close()
 	return err
 }
 
@@ -303,31 +348,42 @@ func (s *Server) ServeReadOnly(ctx context.Context, l net.Listener) error {
 	return serve(ctx, s.httpServer(ctx, s.readOnly), l, false)
 }
 
-// Run listens on Address:Port (and Address:ReadOnlyPort when set) and
-// serves until ctx ends or serving fails. It returns nil after ctx ends.
+// Run listens on Address:Port (unless DisableSecurePort) and
+// Address:ReadOnlyPort (when set) and serves until ctx ends or serving
+// fails. It returns nil after ctx ends, at once if there is nothing to
+// serve.
 func (s *Server) Run(ctx context.Context) error {
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Address, strconv.Itoa(s.cfg.Port)))
-	if err != nil {
-		return fmt.Errorf("server: listen: %w", err)
+	type port struct {
+		name  string
+		port  int
+		serve func(context.Context, net.Listener) error
+	}
+	var ports []port
+	if !s.cfg.DisableSecurePort {
+		ports = append(ports, port{"listen", s.cfg.Port, s.Serve})
+	} else {
+		klog.FromContext(ctx).Info("The node API's secure port is disabled (enableServer: false)")
+	}
+	if s.cfg.ReadOnlyPort > 0 {
+		ports = append(ports, port{"listen read-only", s.cfg.ReadOnlyPort, s.ServeReadOnly})
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
-	n := 1
-	go func() { errc <- s.Serve(ctx, l) }()
-	if s.cfg.ReadOnlyPort > 0 {
-		rl, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Address, strconv.Itoa(s.cfg.ReadOnlyPort)))
-		if err != nil {
-			cancel()
-			<-errc
-			return fmt.Errorf("server: listen read-only: %w", err)
-		}
-		n++
-		go func() { errc <- s.ServeReadOnly(ctx, rl) }()
-	}
+	var lc net.ListenConfig
+	errc := make(chan error, len(ports))
+	started := 0
 	var first error
-	for i := 0; i < n; i++ {
+	for _, p := range ports {
+		l, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.cfg.Address, strconv.Itoa(p.port)))
+		if err != nil {
+			first = fmt.Errorf("%s: %w", p.name, err)
+			cancel()
+			break
+		}
+		started++
+		go func() { errc <- p.serve(ctx, l) }()
+	}
+	for range started {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			cancel()

@@ -175,7 +175,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	proxyUpgrade(w, r, u)
+	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
 }
 
 // attach serves GET and POST /attach/{namespace}/{pod}[/{uid}]/{container}.
@@ -214,7 +214,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	proxyUpgrade(w, r, u)
+	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
 }
 
 // portForward serves GET and POST /portForward/{namespace}/{pod}[/{uid}].
@@ -248,7 +248,7 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	proxyUpgrade(w, r, u)
+	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
 }
 
 func containerSpec(pod *v1.Pod, name string) *v1.Container {

@@ -68,6 +68,7 @@ type agent struct {
 	// localLabels are --node-labels, for a Node built locally (offline).
 	localLabels map[string]string
 	api         *server.Server         // the node API (:10250)
+	healthz     *server.HealthzServer  // 127.0.0.1:10248/healthz; nil with healthzPort 0
 	stats       *stats.Provider        // /stats/summary
 	apiCert     *server.CSRCertificate // nil unless serverTLSBootstrap
 	metrics     *server.AgentMetrics   // for the PLEG, the loop and eviction to report into
@@ -346,6 +347,9 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, nodeIPs); err != nil {
 		return nil, fmt.Errorf("node API: %w", err)
 	}
+	if a.healthz, err = healthzServer(cfg); err != nil {
+		return nil, err
+	}
 
 	if a.client != nil && *cfg.RegisterNode {
 		labels := map[string]string{}
@@ -491,6 +495,9 @@ func (a *agent) run(ctx context.Context) error {
 		start("client certificate rotation", a.certRotator.Run)
 	}
 	start("node API", a.api.Run)
+	if a.healthz != nil {
+		start("healthz", a.healthz.Run)
+	}
 	start("status manager", a.status.Run)
 	// Mount propagation (HostToContainer, Bidirectional) needs the root
 	// dir to be a shared mount, as upstream makes it.

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -28,6 +29,7 @@ const testNode = "agent-node"
 // and containerd; subtests share it.
 type env struct {
 	client      kubernetes.Interface
+	admin       *rest.Config // system:masters, whose client certificate the node API accepts
 	manifests   string
 	cri         *agenttest.Containerd
 	nodeIP      string
@@ -54,7 +56,7 @@ func startEnv(t *testing.T, opts ...envOption) *env {
 	cp.SeedNamespace(t, "default")
 	dir := t.TempDir()
 	agenttest.UnmountBelowOnCleanup(t, dir)
-	e := &env{client: client, manifests: filepath.Join(dir, "manifests"), cri: cri, nodeIP: cri.Gateway.String(), rootDir: filepath.Join(dir, "root")}
+	e := &env{client: client, admin: rest.CopyConfig(cp.Admin), manifests: filepath.Join(dir, "manifests"), cri: cri, nodeIP: cri.Gateway.String(), rootDir: filepath.Join(dir, "root")}
 	if err := os.MkdirAll(e.manifests, 0o755); err != nil {
 		t.Fatal(err)
 	}

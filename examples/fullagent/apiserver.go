@@ -33,7 +33,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	configz := cfg.DeepCopy()
 	configz.APIVersion, configz.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
 	sc := server.Config{
-		NodeName: a.nodeName, Address: cfg.Address, Port: int(cfg.Port), ReadOnlyPort: int(cfg.ReadOnlyPort),
+		NodeName:  a.nodeName,
 		Pods:      server.PodListerFunc(a.podsWithStatus),
 		Runtime:   a.runtime,
 		Streaming: a.runtime,
@@ -44,6 +44,9 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		Metrics: reg, ProbeMetrics: probeReg, MetricsRegisterer: reg,
 		Configz: configz,
 		Stats:   a.stats,
+	}
+	if err := servingConfig(ctx, cfg, &sc); err != nil {
+		return nil, nil, nil, err
 	}
 
 	// Authentication: client certificates, bearer tokens, anonymous.
@@ -56,9 +59,17 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		authns = append(authns, server.NewX509Authenticator(pool, nil))
 	}
 	webhookAuthn := cfg.Authentication.Webhook.Enabled == nil || *cfg.Authentication.Webhook.Enabled
-	if webhookAuthn && a.client != nil {
+	switch {
+	case webhookAuthn && a.client != nil:
+		// cacheTTL 0 is upstream's default (2m); negative caches nothing,
+		// as upstream.
 		authns = append(authns, server.NewTokenReviewAuthenticator(a.client.AuthenticationV1().TokenReviews(),
 			server.TokenOptions{TTL: cfg.Authentication.Webhook.CacheTTL.Duration}))
+	case cfg.Authentication.Webhook.Enabled != nil && *cfg.Authentication.Webhook.Enabled:
+		// Set on purpose, and there is no API server to review tokens.
+		return nil, nil, nil, errors.New("authentication.webhook.enabled: true needs --kubeconfig (no API server to review tokens)")
+	case webhookAuthn:
+		klog.FromContext(ctx).Info("No --kubeconfig: the node API accepts no bearer tokens, only client certificates (authentication.x509.clientCAFile)")
 	}
 	sc.Authenticator = server.UnionAuthenticator(authns...)
 	sc.AllowAnonymous = cfg.Authentication.Anonymous.Enabled != nil && *cfg.Authentication.Anonymous.Enabled
@@ -76,6 +87,8 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 			sc.Authorizer = server.AlwaysAllow{}
 			break
 		}
+		// As the token cache: 0 means upstream's defaults (5m, 30s),
+		// negative caches nothing.
 		sc.Authorizer = server.NewSubjectAccessReviewAuthorizer(a.client.AuthorizationV1().SubjectAccessReviews(), server.AuthorizerOptions{
 			AllowTTL: cfg.Authorization.Webhook.CacheAuthorizedTTL.Duration,
 			DenyTTL:  cfg.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
@@ -91,11 +104,8 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	}
 	var rotating *server.CSRCertificate
 	switch {
-	case cfg.TLSCertFile != "":
-		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
-			return nil, nil, nil, err
-		}
-	case cfg.ServerTLSBootstrap && a.client != nil:
+	// serverTLSBootstrap wins over tlsCertFile, as upstream.
+	case cfg.ServerTLSBootstrap && a.client != nil && !sc.DisableSecurePort:
 		rotating, err = server.NewCSRCertificate(server.CSRConfig{
 			Client: a.client.CertificatesV1().CertificateSigningRequests(), NodeName: a.nodeName,
 			IPs: ips, DNSNames: []string{a.nodeName}, Dir: filepath.Join(o.rootDir, "pki"),
@@ -104,6 +114,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 			return nil, nil, nil, err
 		}
 		sc.Certificate = rotating
+	case cfg.TLSCertFile != "":
+		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("tlsCertFile, tlsPrivateKeyFile: %w", err)
+		}
 	default:
 		if sc.Certificate, err = server.NewSelfSignedCertificate(a.nodeName, ips, nil, nil); err != nil {
 			return nil, nil, nil, err
