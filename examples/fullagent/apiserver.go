@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -67,11 +66,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	switch cfg.Authorization.Mode {
 	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
 		sc.Authorizer = server.AlwaysAllow{}
-	case kubeletv1beta1.KubeletAuthorizationModeWebhook, "":
+	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if a.client == nil {
-			if cfg.Authorization.Mode != "" {
-				return nil, nil, nil, errors.New("authorization.mode: Webhook needs --kubeconfig")
-			}
+			// Webhook is the default; standalone there is no API server
+			// to ask, so only authentication guards the node API.
 			klog.FromContext(ctx).Info("No --kubeconfig: the node API authorizes every authenticated request")
 			sc.Authorizer = server.AlwaysAllow{}
 			break
