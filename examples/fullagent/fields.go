@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"sort"
@@ -249,7 +250,7 @@ func checkRefusedFields(cfg *kubeletv1beta1.KubeletConfiguration) error {
 		}
 		got, gotOK := fieldValue(reflect.ValueOf(cfg), f.Path)
 		want, wantOK := fieldValue(reflect.ValueOf(def), f.Path)
-		if gotOK == wantOK && (!gotOK || reflect.DeepEqual(got.Interface(), want.Interface())) {
+		if sameValue(got, gotOK, want, wantOK) {
 			continue
 		}
 		bad = append(bad, fmt.Sprintf("%s: %s is not supported by nodekit (only the default %s; %s)", f.Path, show(got, gotOK), show(want, wantOK), f.Where))
@@ -259,6 +260,25 @@ func checkRefusedFields(cfg *kubeletv1beta1.KubeletConfiguration) error {
 		return fmt.Errorf("configuration: %s", strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// sameValue compares as serialized, so a quantity written "0" equals the
+// zero quantity and an empty list equals an absent one.
+func sameValue(a reflect.Value, aOK bool, b reflect.Value, bOK bool) bool {
+	ser := func(v reflect.Value, ok bool) string {
+		if !ok || v.IsZero() {
+			return "null"
+		}
+		js, err := json.Marshal(v.Interface())
+		if err != nil {
+			return fmt.Sprintf("%#v", v.Interface())
+		}
+		if s := string(js); s != "[]" && s != "{}" && s != `""` {
+			return s
+		}
+		return "null"
+	}
+	return ser(a, aOK) == ser(b, bOK)
 }
 
 func show(v reflect.Value, ok bool) string {

@@ -111,9 +111,19 @@ func (o *options) applyConfigFlags(cfg *kubeletv1beta1.KubeletConfiguration) err
 	if len(o.args) == 0 {
 		return nil
 	}
+	// Binding resets the split-stream booleans (logsapi.AddFlags binds
+	// them with a false default); the files' values stay unless a flag
+	// sets them.
+	text, js := cfg.Logging.Options.Text.SplitStream, cfg.Logging.Options.JSON.SplitStream
 	fs := newFlagSet(&options{}, cfg, io.Discard) // notices were printed by the first parse
 	if err := fs.Parse(o.args); err != nil {
 		return err
+	}
+	if !fs.Changed("log-text-split-stream") {
+		cfg.Logging.Options.Text.SplitStream = text
+	}
+	if !fs.Changed("log-json-split-stream") {
+		cfg.Logging.Options.JSON.SplitStream = js
 	}
 	return nil
 }
