@@ -72,8 +72,9 @@ func TestConfigRefused(t *testing.T) {
 }
 
 func TestConfigRefusedFieldAtDefault(t *testing.T) {
-	// The defaults written out, as generated files do, are accepted.
-	cfg, err := loadWith(t, configHeader+"providerID: \"\"\nseccompDefault: false\nhealthzPort: 10248\nenableServer: true\nfeatureGates: {NodeSwap: true, EventedPLEG: true}\n", nil)
+	// The defaults written out, as generated files do, are accepted, and so
+	// are the values that say what nodekit does where the default is a gap.
+	cfg, err := loadWith(t, configHeader+"providerID: \"\"\nseccompDefault: false\nhealthzPort: 0\nfailSwapOn: false\nenableServer: true\nfeatureGates: {NodeSwap: true, EventedPLEG: true}\n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,10 @@ type configField struct {
 	Path  string
 	Class fieldClass
 	Where string
+	// Also is, for some refused fields, a second accepted value in JSON:
+	// the one that describes what nodekit does when the default is a gap
+	// (failSwapOn: false, healthzPort: 0).
+	Also string
 }
 
 // configFields accounts for every field of KubeletConfiguration (leaves;
@@ -51,9 +55,15 @@ type configField struct {
 // reflection and fails on a field missing here; README.md's table is
 // generated from this one (go generate ./examples/fullagent).
 func configFields() []configField {
-	a := func(path, where string) configField { return configField{path, actedOn, where} }
-	r := func(path, where string) configField { return configField{path, refusedUnlessDefault, where} }
-	n := func(path, why string) configField { return configField{path, noEffect, why} }
+	a := func(path, where string) configField { return configField{Path: path, Class: actedOn, Where: where} }
+	r := func(path, where string) configField {
+		return configField{Path: path, Class: refusedUnlessDefault, Where: where}
+	}
+	// ra is refused unless the default or also (JSON).
+	ra := func(path, also, where string) configField {
+		return configField{Path: path, Class: refusedUnlessDefault, Where: where, Also: also}
+	}
+	n := func(path, why string) configField { return configField{Path: path, Class: noEffect, Where: why} }
 	return []configField{
 		r("enableServer", "the node API always runs"),
 		a("staticPodPath", "podconfig (file source)"),
@@ -82,13 +92,13 @@ func configFields() []configField {
 		a("authorization.webhook.cacheUnauthorizedTTL", "server"),
 		a("registryPullQPS", "criruntime"),
 		a("registryBurst", "criruntime"),
-		r("imagePullCredentialsVerificationPolicy", "gap: the default's re-verification of pull credentials for images pulled with a Secret is not implemented"),
+		ra("imagePullCredentialsVerificationPolicy", `"NeverVerify"`, "gap: the default's re-verification of pull credentials for images pulled with a Secret is not implemented; NeverVerify is what nodekit does"),
 		r("preloadedImagesVerificationAllowlist", "no allowlist"),
 		a("eventRecordQPS", "fullagent (the event client's QPS)"),
 		a("eventBurst", "fullagent (the event client's burst)"),
 		r("enableDebuggingHandlers", "exec, attach, port-forward, logs and run are served"),
 		r("enableContentionProfiling", "off"),
-		r("healthzPort", "gap: no separate healthz listener; /healthz is served on the node API port"),
+		ra("healthzPort", "0", "gap: no separate healthz listener (0 says so); /healthz is served on the node API port"),
 		r("healthzBindAddress", "see healthzPort"),
 		r("oomScoreAdj", "gap: the agent keeps the OOM score it was started with (kubelet sets -999)"),
 		a("clusterDomain", "podopts (DNS)"),
@@ -125,7 +135,7 @@ func configFields() []configField {
 		r("runOnce", "validation refuses it, as upstream"),
 		a("cpuCFSQuota", "cgroupmgr"),
 		a("cpuCFSQuotaPeriod", "cgroupmgr"),
-		r("nodeStatusMaxImages", "statusmgr reports no images (kubelet reports 50)"),
+		ra("nodeStatusMaxImages", "0", "gap: statusmgr reports no images (0 says so; kubelet reports 50)"),
 		a("maxOpenFiles", "fullagent (RLIMIT_NOFILE at start-up)"),
 		a("contentType", "fullagent (the API client's content type)"),
 		a("kubeAPIQPS", "fullagent (the API client)"),
@@ -146,7 +156,7 @@ func configFields() []configField {
 		n("iptablesMasqueradeBit", "deprecated upstream: no effect there either"),
 		n("iptablesDropBit", "deprecated upstream: no effect there either"),
 		a("featureGates", "kubeletconfig (v1.37 gates); a gate away from its default is refused unless nodekit implements it (gates.go)"),
-		r("failSwapOn", "gap: swap is not checked at start-up (kubelet refuses to start with swap on)"),
+		ra("failSwapOn", "false", "gap: swap is not checked at start-up (false says so; kubelet refuses to start with swap on)"),
 		r("memorySwap.swapBehavior", "no swap for containers (NoSwap)"),
 		a("containerLogMaxSize", "logs"),
 		a("containerLogMaxFiles", "logs"),
@@ -170,15 +180,15 @@ func configFields() []configField {
 		a("logging.verbosity", "fullagent (klog -v)"),
 		a("logging.vmodule", "fullagent (klog -vmodule)"),
 		r("logging.options", "no split streams or buffering"),
-		r("enableSystemLogHandler", "gap: no /logs/ handler is served"),
+		ra("enableSystemLogHandler", "false", "gap: no /logs/ handler is served (false says so)"),
 		r("enableSystemLogQuery", "no node log query"),
 		a("shutdownGracePeriod", "shutdown"),
 		a("shutdownGracePeriodCriticalPods", "shutdown"),
 		a("shutdownGracePeriodByPodPriority", "shutdown"),
 		r("crashLoopBackOff.maxContainerRestartPeriod", "syncloop's back-off caps at 300s, the default"),
 		a("reservedMemory", "memorymanager"),
-		r("enableProfilingHandler", "gap: no /debug/pprof handler is served"),
-		r("enableDebugFlagsHandler", "gap: no /debug/flags/v handler is served"),
+		ra("enableProfilingHandler", "false", "gap: no /debug/pprof handler is served (false says so)"),
+		ra("enableDebugFlagsHandler", "false", "gap: no /debug/flags/v handler is served (false says so)"),
 		r("seccompDefault", "Unconfined unless the pod asks for a profile"),
 		r("memoryThrottlingFactor", "no MemoryQoS"),
 		r("memoryReservationPolicy", "None"),
@@ -250,10 +260,14 @@ func checkRefusedFields(cfg *kubeletv1beta1.KubeletConfiguration) error {
 		}
 		got, gotOK := fieldValue(reflect.ValueOf(cfg), f.Path)
 		want, wantOK := fieldValue(reflect.ValueOf(def), f.Path)
-		if sameValue(got, gotOK, want, wantOK) {
+		if sameValue(got, gotOK, want, wantOK) || (f.Also != "" && serialized(got, gotOK) == f.Also) {
 			continue
 		}
-		bad = append(bad, fmt.Sprintf("%s: %s is not supported by nodekit (only the default %s; %s)", f.Path, show(got, gotOK), show(want, wantOK), f.Where))
+		also := ""
+		if f.Also != "" {
+			also = " or " + f.Also
+		}
+		bad = append(bad, fmt.Sprintf("%s: %s is not supported by nodekit (only the default %s%s; %s)", f.Path, show(got, gotOK), show(want, wantOK), also, f.Where))
 	}
 	if len(bad) > 0 {
 		sort.Strings(bad)
@@ -265,20 +279,26 @@ func checkRefusedFields(cfg *kubeletv1beta1.KubeletConfiguration) error {
 // sameValue compares as serialized, so a quantity written "0" equals the
 // zero quantity and an empty list equals an absent one.
 func sameValue(a reflect.Value, aOK bool, b reflect.Value, bOK bool) bool {
-	ser := func(v reflect.Value, ok bool) string {
-		if !ok || v.IsZero() {
-			return "null"
-		}
-		js, err := json.Marshal(v.Interface())
-		if err != nil {
-			return fmt.Sprintf("%#v", v.Interface())
-		}
-		if s := string(js); s != "[]" && s != "{}" && s != `""` {
-			return s
-		}
+	return serialized(a, aOK) == serialized(b, bOK)
+}
+
+// serialized is v as JSON, "null" for unset, zero or empty values; a
+// pointer is its target ("false" for a pointer to false).
+func serialized(v reflect.Value, ok bool) string {
+	for ok && v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if !ok || (v.Kind() == reflect.Pointer && v.IsNil()) {
 		return "null"
 	}
-	return ser(a, aOK) == ser(b, bOK)
+	js, err := json.Marshal(v.Interface())
+	if err != nil {
+		return fmt.Sprintf("%#v", v.Interface())
+	}
+	if s := string(js); s != "[]" && s != "{}" && s != `""` {
+		return s
+	}
+	return "null"
 }
 
 func show(v reflect.Value, ok bool) string {
