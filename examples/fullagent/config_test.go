@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
@@ -236,4 +240,51 @@ func TestConfigKubeadm(t *testing.T) {
 	if o.bootstrapKubeconfig == "" || o.kubeconfig == "" || o.nodeIP != "10.0.0.5" || o.hostnameOverride != "node-1" {
 		t.Errorf("node flags not parsed: %+v", o)
 	}
+}
+
+// TestConfigKubeadmNode starts the fullagent binary as a kubeadm node's
+// kubelet unit would: kubeadm's config.yaml (its machine-specific paths
+// pointed at this test's, cgroupfs for this machine), the flags of
+// 10-kubeadm.conf and an older kubeadm-flags.env, and a --config-dir
+// drop-in; the node must register Ready with the drop-in's maxPods and
+// run a pod.
+func TestConfigKubeadmNode(t *testing.T) {
+	body := kubeadmConfig
+	for old, repl := range map[string]string{
+		"apiVersion: kubelet.config.k8s.io/v1beta1\n":                                "",
+		"kind: KubeletConfiguration\n":                                               "",
+		"  x509:\n    clientCAFile: /etc/kubernetes/pki/ca.crt\n":                    "", // the proc env has no CA file yet
+		"cgroupDriver: systemd\n":                                                    "cgroupDriver: cgroupfs\n",
+		"containerRuntimeEndpoint: \"unix:///var/run/containerd/containerd.sock\"\n": "", // --container-runtime-endpoint
+		"resolvConf: /run/systemd/resolve/resolv.conf\n":                             "resolvConf: /etc/resolv.conf\n",
+		"staticPodPath: /etc/kubernetes/manifests\n":                                 "",
+	} {
+		if !strings.Contains(body, old) {
+			t.Fatalf("kubeadmConfig has no %q", old)
+		}
+		body = strings.ReplaceAll(body, old, repl)
+	}
+	dropIns := t.TempDir()
+	writeFile(t, filepath.Join(dropIns, "10-max-pods.conf"), configHeader+"maxPods: 42\n")
+	e := startProcEnvWith(t, body, "--pod-infra-container-image=registry.k8s.io/pause:3.10", "--config-dir="+dropIns)
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := e.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+				if got := n.Status.Capacity.Pods().Value(); got != 42 {
+					return false, fmt.Errorf("node capacity pods %d, want the drop-in's 42", got)
+				}
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("node not Ready with kubeadm's configuration: %v", err)
+	}
+	e.createPod(t, simplePod("kubeadm", v1.RestartPolicyAlways, "sleep 3600"))
+	e.waitPod(t, "kubeadm", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 }
