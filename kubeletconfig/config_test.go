@@ -115,6 +115,10 @@ func TestConfigGates(t *testing.T) {
 	if err := SetDefaults(c); err == nil || !strings.Contains(err.Error(), "featureGates: unrecognized feature gate: NoSuchGate") {
 		t.Fatalf("SetDefaults: got %v, want featureGates and the gate named", err)
 	}
+	_, err = NewGates(context.Background(), map[string]bool{"InPlacePodVerticalScaling": true, "PodLevelResources": false, "PodLevelResourceManagers": true})
+	if err == nil || !strings.Contains(err.Error(), "PodLevelResourceManagers") {
+		t.Fatalf("a gate enabled without the gate it needs: got %v", err)
+	}
 	g, err := NewGates(context.Background(), map[string]bool{"NodeSwap": true})
 	if err != nil || !g.Enabled("NodeSwap") {
 		t.Fatalf("NewGates: %v", err)

@@ -2,6 +2,7 @@ package kubeletconfig
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -26,8 +27,9 @@ const (
 
 // NewGates resolves featureGates (a KubeletConfiguration's, or
 // --feature-gates) over the gates kubelet v1.37.2 knows and their
-// defaults. An unknown gate, or a gate locked to its default set to the
-// other value, is an error naming it. The result is the caller's: no
+// defaults. An unknown gate, a gate locked to its default set to the
+// other value, or a gate enabled without a gate it depends on (upstream's
+// dependency table) is an error naming it. The result is the caller's: no
 // global gate is read or written.
 // Warnings (setting a GA or deprecated gate) go to ctx's logger.
 func NewGates(ctx context.Context, set map[string]bool) (featuregate.FeatureGate, error) {
@@ -39,8 +41,14 @@ func newGates(logger klog.Logger, set map[string]bool) (featuregate.FeatureGate,
 	if err := fg.Add(upstreamGates()); err != nil {
 		return nil, fmt.Errorf("feature gate table: %w", err)
 	}
+	if err := fg.AddDependencies(upstreamGateDependencies()); err != nil {
+		return nil, fmt.Errorf("feature gate dependencies: %w", err)
+	}
 	if err := fg.SetFromMapWithLogger(logger, set); err != nil {
 		return nil, fmt.Errorf("featureGates: %w", err)
+	}
+	if errs := fg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("featureGates: %w", errors.Join(errs...))
 	}
 	return fg, nil
 }

@@ -79,6 +79,7 @@ func implementedGates() map[string]string {
 		"GracefulNodeShutdownBasedOnPodPriority": "off: shutdownGracePeriodByPodPriority must be unset",
 		"RotateKubeletServerCertificate":         "off: serverTLSBootstrap must be false",
 		"KubeletCrashLoopBackOffMax":             "off: the back-off caps at 300s, as with the gate on and the default",
+		"WindowsGracefulNodeShutdown":            "off: Windows only (needed off to turn GracefulNodeShutdown off)",
 		// nodekit runs the evented PLEG whenever the runtime streams
 		// container events (with a relisting fallback).
 		"EventedPLEG": "on: the evented PLEG, used whenever the runtime streams events",

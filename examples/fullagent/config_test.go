@@ -52,7 +52,8 @@ func TestConfigRefused(t *testing.T) {
 		{"keys are case-sensitive", "MAXPODS: 7\n", []string{`unknown field "MAXPODS"`}},
 		{"duplicate key", "maxPods: 7\nmaxPods: 8\n", []string{"maxPods", "already set"}},
 		{"unknown gate", "featureGates: {NoSuchGate: true}\n", []string{"featureGates", "NoSuchGate"}},
-		{"gate nodekit does not implement", "featureGates: {AtomicFIFO: false}\n", []string{"featureGates", "AtomicFIFO=false", "not implemented"}},
+		{"gate nodekit does not implement", "featureGates: {APIResponseCompression: false}\n", []string{"featureGates", "APIResponseCompression=false", "not implemented"}},
+		{"gate without the gate it needs", "featureGates: {GracefulNodeShutdown: false}\n", []string{"featureGates", "GracefulNodeShutdownBasedOnPodPriority is enabled, but depends on", "GracefulNodeShutdown"}},
 		{"gate locked to its default", "featureGates: {InPlacePodVerticalScaling: false}\n", []string{"featureGates", "InPlacePodVerticalScaling", "locked"}},
 		{"wrong nested type", "authentication:\n  x509:\n    clientCAFile: {a: b}\n", []string{"authentication.x509.clientCAFile"}},
 		{"unknown nested field", "authentication:\n  x509:\n    clientCaFile: /ca\n", []string{`unknown field "authentication.x509.clientCaFile"`}},
@@ -85,6 +86,10 @@ func TestConfigRefusedFieldAtDefault(t *testing.T) {
 	if !cfg.FeatureGates["EventedPLEG"] {
 		t.Fatal("featureGates lost")
 	}
+	// Gates nodekit honours away from their default, dependents included.
+	if _, err := loadWith(t, configHeader+"featureGates: {GracefulNodeShutdown: false, GracefulNodeShutdownBasedOnPodPriority: false, WindowsGracefulNodeShutdown: false}\n", nil); err != nil {
+		t.Fatalf("graceful node shutdown gated off: %v", err)
+	}
 }
 
 func TestConfigDropInOrder(t *testing.T) {
@@ -115,7 +120,7 @@ func TestFlagOverridesFile(t *testing.T) {
 		"featureGates: {EventedPLEG: true, GracefulNodeShutdown: true}\nsyncFrequency: 30s\n"
 	cfg, err := loadWith(t, file, map[string]string{"10-pods.conf": configHeader + "maxPods: 70\n"},
 		"--max-pods=60", "--cluster-dns=10.0.0.53,10.0.0.54", "--eviction-hard=memory.available<300Mi",
-		"--feature-gates=GracefulNodeShutdown=false", "--container-runtime-endpoint=unix:///run/x.sock", "--register-with-taints=a=b:NoSchedule")
+		"--feature-gates=EventedPLEG=false", "--container-runtime-endpoint=unix:///run/x.sock", "--register-with-taints=a=b:NoSchedule")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +133,7 @@ func TestFlagOverridesFile(t *testing.T) {
 	if !reflect.DeepEqual(cfg.EvictionHard, map[string]string{"memory.available": "300Mi"}) {
 		t.Errorf("evictionHard %v: want the flag's map replacing the file's", cfg.EvictionHard)
 	}
-	if !reflect.DeepEqual(cfg.FeatureGates, map[string]bool{"EventedPLEG": true, "GracefulNodeShutdown": false}) {
+	if !reflect.DeepEqual(cfg.FeatureGates, map[string]bool{"EventedPLEG": false, "GracefulNodeShutdown": true}) {
 		t.Errorf("featureGates %v: want the file's merged with the flag's, the flag winning", cfg.FeatureGates)
 	}
 	if cfg.SyncFrequency.Duration != 30*time.Second || cfg.ContainerRuntimeEndpoint != "unix:///run/x.sock" {

@@ -183,10 +183,8 @@ func (o *options) bindAgentFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 }
 
-// errHelp is returned for --help.
-var errHelp = pflag.ErrHelp
-
-func isHelp(err error) bool { return errors.Is(err, errHelp) }
+// isHelp reports whether parseFlags stopped at --help (usage printed).
+func isHelp(err error) bool { return errors.Is(err, pflag.ErrHelp) }
 
 // addConfigFlags binds kubelet v1.37's configuration flags to cfg, with
 // kubelet's names, types and deprecation (all but -v, --vmodule,

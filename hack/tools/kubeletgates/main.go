@@ -13,6 +13,7 @@ import (
 	"go/format"
 	"os"
 	"sort"
+	"strings"
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
@@ -48,6 +49,26 @@ func main() {
 			stage = "GA"
 		}
 		fmt.Fprintf(&b, "\t%q: {Default: %v, PreRelease: featuregate.%s, LockToDefault: %v},\n", name, s.Default, stage, s.LockToDefault)
+	}
+	b.WriteString("}\n}\n\n")
+	deps := gate.Dependencies()
+	b.WriteString("// upstreamGateDependencies returns which gates each gate needs enabled\n// (a new map each call).\n")
+	b.WriteString("func upstreamGateDependencies() map[featuregate.Feature][]featuregate.Feature {\n\treturn map[featuregate.Feature][]featuregate.Feature{\n")
+	depNames := make([]string, 0, len(deps))
+	for name := range deps {
+		depNames = append(depNames, string(name))
+	}
+	sort.Strings(depNames)
+	for _, name := range depNames {
+		var list []string
+		for _, d := range deps[featuregate.Feature(name)] {
+			list = append(list, fmt.Sprintf("%q", d))
+		}
+		if len(list) == 0 {
+			continue
+		}
+		sort.Strings(list)
+		fmt.Fprintf(&b, "\t%q: {%s},\n", name, strings.Join(list, ", "))
 	}
 	b.WriteString("}\n}\n")
 	out, err := format.Source(b.Bytes())
