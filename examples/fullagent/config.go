@@ -31,6 +31,10 @@ func loadConfig(ctx context.Context, o *options) (*kubeletv1beta1.KubeletConfigu
 	if err := o.applyConfigFlags(cfg); err != nil {
 		return nil, nil, fmt.Errorf("command line: %w", err)
 	}
+	if o.seccompDefault { // kubelet: the flag or the field
+		t := true
+		cfg.SeccompDefault = &t
+	}
 	// A flag may have unset something the files set (an empty list).
 	if err := kubeletconfig.SetDefaults(cfg); err != nil {
 		return nil, nil, err

@@ -60,7 +60,7 @@ func TestConfigRefused(t *testing.T) {
 		{"invalid value", "imageGCHighThresholdPercent: 101\n", []string{"imageGCHighThresholdPercent"}},
 		{"refused unless default", "providerID: aws:///eu-west-1a/i-0123\n", []string{"providerID", "not supported by nodekit"}},
 		{"refused unless default, nested", "logging:\n  options:\n    text:\n      splitStream: true\n", []string{"logging.options.text.splitStream"}},
-		{"refused unless default, two", "podsPerCore: 10\nseccompDefault: true\n", []string{"podsPerCore", "seccompDefault"}},
+		{"refused unless default, two", "podsPerCore: 10\nkernelMemcgNotification: true\n", []string{"podsPerCore", "kernelMemcgNotification"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadWith(t, configHeader+tc.config, nil)
@@ -141,6 +141,18 @@ func TestFlagOverridesFile(t *testing.T) {
 	}
 	if len(cfg.RegisterWithTaints) != 1 || cfg.RegisterWithTaints[0].Key != "a" {
 		t.Errorf("registerWithTaints %v", cfg.RegisterWithTaints)
+	}
+}
+
+func TestFlagSeccompDefault(t *testing.T) {
+	// kubelet: seccomp by default when the flag or the field says so.
+	cfg, err := loadWith(t, configHeader+"seccompDefault: false\n", nil, "--seccomp-default")
+	if err != nil || cfg.SeccompDefault == nil || !*cfg.SeccompDefault {
+		t.Fatalf("--seccomp-default over seccompDefault: false: %v, %v", err, cfg)
+	}
+	cfg, err = loadWith(t, configHeader+"seccompDefault: true\n", nil)
+	if err != nil || !*cfg.SeccompDefault {
+		t.Fatalf("seccompDefault: true without the flag: %v", err)
 	}
 }
 

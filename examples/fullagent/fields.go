@@ -172,7 +172,7 @@ func resourceFields() []configField {
 		acted("mergeDefaultEvictionSettings", "kubeletconfig (defaults)"),
 		refused("podsPerCore", "no per-core limit"),
 		refused("enableControllerAttachDetach", "attach/detach is the controller's; nodekit attaches nothing"),
-		refused("protectKernelDefaults", "kernel tunables are not checked"),
+		acted("protectKernelDefaults", "cgroupmgr (kernel tunables checked at start-up)"),
 		noEffectField("makeIPTablesUtilChains", "nodekit never touches the host's iptables; the KUBE-IPTABLES-HINT chain is a hint for kube-proxy"),
 		noEffectField("iptablesMasqueradeBit", "deprecated upstream: no effect there either"),
 		noEffectField("iptablesDropBit", "deprecated upstream: no effect there either"),
@@ -210,7 +210,7 @@ func resourceFields() []configField {
 		acted("reservedMemory", "memorymanager"),
 		refusedBut("enableProfilingHandler", "false", "gap: no /debug/pprof handler is served (false says so)"),
 		refusedBut("enableDebugFlagsHandler", "false", "gap: no /debug/flags/v handler is served (false says so)"),
-		refused("seccompDefault", "Unconfined unless the pod asks for a profile"),
+		acted("seccompDefault", "criruntime (RuntimeDefault for containers without a profile)"),
 		refused("memoryThrottlingFactor", "no MemoryQoS"),
 		refused("memoryReservationPolicy", "None"),
 		acted("registerWithTaints", "statusmgr (node registration)"),
@@ -220,7 +220,7 @@ func resourceFields() []configField {
 		acted("containerRuntimeEndpoint", "criruntime"),
 		acted("imageServiceEndpoint", "criruntime"),
 		noEffectField("failCgroupV1", "cgroupmgr supports cgroup v1 and v2, so nodekit never refuses a v1 host; true (the default) and false both run"),
-		refused("userNamespaces.idsPerPod", "kubelet's default mapping size"),
+		acted("userNamespaces.idsPerPod", "criruntime/userns (hostUsers: false ID ranges)"),
 	}
 }
 

@@ -33,6 +33,8 @@ type options struct {
 	maxDeadPerContainer int
 	maxDeadContainers   int
 	containerGCPeriod   time.Duration
+	// seccompDefault is --seccomp-default: on when it or seccompDefault is.
+	seccompDefault bool
 	// fullagent-only.
 	logJSON       bool
 	podCheckpoint bool
@@ -58,7 +60,6 @@ func refusedFlags() map[string]string {
 		"runtime-cgroups":                          "",
 		"image-credential-provider-config":         "",
 		"image-credential-provider-bin-dir":        "",
-		"seccomp-default":                          "false",
 		"housekeeping-interval":                    "10s",
 	}
 }
@@ -169,7 +170,7 @@ func (o *options) bindNodeFlags(fs *pflag.FlagSet) {
 	fs.String("runtime-cgroups", "", usage["runtime-cgroups"])
 	fs.String("image-credential-provider-config", "", usage["image-credential-provider-config"])
 	fs.String("image-credential-provider-bin-dir", "", usage["image-credential-provider-bin-dir"])
-	fs.Bool("seccomp-default", false, usage["seccomp-default"])
+	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "RuntimeDefault seccomp for every container without a profile (or seccompDefault)")
 	fs.Duration("housekeeping-interval", 10*time.Second, usage["housekeeping-interval"])
 }
 
