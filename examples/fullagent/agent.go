@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -48,7 +50,8 @@ import (
 type agent struct {
 	nodeName string
 	cfg      *kubeletv1beta1.KubeletConfiguration
-	client   kubernetes.Interface // nil when standalone
+	gates    featuregate.FeatureGate // kubelet v1.37's gates as configured
+	client   kubernetes.Interface    // nil when standalone
 	runtime  *criruntime.Runtime
 	merger   *podconfig.Merger
 	pleg     plegRunner
@@ -86,28 +89,10 @@ type agent struct {
 	apiInformer informers.SharedInformerFactory
 }
 
-// run builds the agent from the options and runs it until ctx is done.
-func run(ctx context.Context, o *options) error {
-	a, err := newAgent(ctx, o)
-	if err != nil {
-		return err
-	}
-	return a.run(ctx)
-}
-
-func newAgent(ctx context.Context, o *options) (*agent, error) {
+// newAgent builds the agent from the options and the loaded, validated
+// configuration (loadConfig) and its feature gates.
+func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, error) {
 	logger := klog.FromContext(ctx)
-	cfg, err := loadConfig(o.config)
-	if err != nil {
-		return nil, err
-	}
-	if o.runtimeEndpoint != "" {
-		cfg.ContainerRuntimeEndpoint = o.runtimeEndpoint
-	}
-	if o.podManifestPath != "" {
-		cfg.StaticPodPath = o.podManifestPath
-	}
-	cfg.RegisterWithTaints = append(cfg.RegisterWithTaints, o.registerWithTaints...)
 	nodeName, err := nodeNameOf(o.hostnameOverride)
 	if err != nil {
 		return nil, err
@@ -123,7 +108,7 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 			return nil, fmt.Errorf("protectKernelDefaults: %w", err)
 		}
 	}
-	a := &agent{nodeName: nodeName, cfg: cfg, rootDir: o.rootDir}
+	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
 	logger = logger.WithValues("node", nodeName)
 
 	var recorder record.EventRecorder = &record.FakeRecorder{}
@@ -132,15 +117,24 @@ func newAgent(ctx context.Context, o *options) (*agent, error) {
 		if err != nil {
 			return nil, err
 		}
-		rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
 		rc.UserAgent = "nodekit-fullagent/" + nodeName
+		rc.ContentType = cfg.ContentType
+		// Events get a client of their own, limited by eventRecordQPS
+		// and eventBurst, as kubelet's.
+		ec := rest.CopyConfig(rc)
+		ec.QPS, ec.Burst = float32(*cfg.EventRecordQPS), int(cfg.EventBurst)
+		rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
 		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		events, err := kubernetes.NewForConfig(ec)
 		if err != nil {
 			return nil, fmt.Errorf("--kubeconfig: %w", err)
 		}
 		a.client = cs
 		a.events = record.NewBroadcaster(record.WithContext(ctx))
-		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 		recorder = a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
 	} else {
 		logger.Info("No --kubeconfig: running standalone, static pods only")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,11 +74,10 @@ authentication:
     clientCAFile: %s
 `, filepath.Join(dir, "logs"), e.nodeIP, agenttest.CgroupRoot(t), cp.CAFile)+extraConfig(opts))
 	e.podLogs = filepath.Join(dir, "logs")
-	o := &options{
-		kubeconfig: cp.NodeKubeconfig(testNode), config: config, hostnameOverride: testNode,
-		nodeIP: e.nodeIP, rootDir: e.rootDir, runtimeEndpoint: cri.Endpoint, podManifestPath: e.manifests,
-		// The flags' defaults, as main sets them.
-		containerGCPeriod: time.Minute, maxDeadPerContainer: 1, maxDeadContainers: -1,
+	o, err := parseFlags([]string{"--kubeconfig=" + cp.NodeKubeconfig(testNode), "--config=" + config, "--hostname-override=" + testNode,
+		"--node-ip=" + e.nodeIP, "--root-dir=" + e.rootDir, "--container-runtime-endpoint=" + cri.Endpoint, "--pod-manifest-path=" + e.manifests}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, op := range opts {
 		if op.flags != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -65,10 +64,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		// as upstream.
 		authns = append(authns, server.NewTokenReviewAuthenticator(a.client.AuthenticationV1().TokenReviews(),
 			server.TokenOptions{TTL: cfg.Authentication.Webhook.CacheTTL.Duration}))
-	case cfg.Authentication.Webhook.Enabled != nil && *cfg.Authentication.Webhook.Enabled:
-		// Set on purpose, and there is no API server to review tokens.
-		return nil, nil, nil, errors.New("authentication.webhook.enabled: true needs --kubeconfig (no API server to review tokens)")
 	case webhookAuthn:
+		// Upstream's default (true) cannot be told from a value set on
+		// purpose once the configuration is defaulted; standalone there
+		// is no API server to review tokens, so none are accepted.
 		klog.FromContext(ctx).Info("No --kubeconfig: the node API accepts no bearer tokens, only client certificates (authentication.x509.clientCAFile)")
 	}
 	sc.Authenticator = server.UnionAuthenticator(authns...)
@@ -78,11 +77,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	switch cfg.Authorization.Mode {
 	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
 		sc.Authorizer = server.AlwaysAllow{}
-	case kubeletv1beta1.KubeletAuthorizationModeWebhook, "":
+	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if a.client == nil {
-			if cfg.Authorization.Mode != "" {
-				return nil, nil, nil, errors.New("authorization.mode: Webhook needs --kubeconfig")
-			}
+			// Webhook is the default; standalone there is no API server
+			// to ask, so only authentication guards the node API.
 			klog.FromContext(ctx).Info("No --kubeconfig: the node API authorizes every authenticated request")
 			sc.Authorizer = server.AlwaysAllow{}
 			break

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,7 +24,11 @@ func TestProtectKernelDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	hostErr := cgroupmgr.CheckKernelDefaults("/proc/sys")
-	_, err := newAgent(t.Context(), &options{config: cfg, rootDir: filepath.Join(dir, "root"), hostnameOverride: "n1"})
+	o, err := parseFlags([]string{"--config=" + cfg, "--root-dir=" + filepath.Join(dir, "root"), "--hostname-override=n1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), o)
 	if err == nil {
 		t.Fatal("agent started with an unreachable runtime")
 	}

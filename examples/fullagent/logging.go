@@ -1,25 +1,19 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/klog/v2"
 )
 
-// newLogger returns klog's text logger (honouring -v), or JSON lines on
-// stderr at the same verbosity.
-func newLogger(jsonLines bool) logr.Logger {
+// newLogger returns klog's text logger (at klog's -v), or JSON lines on
+// stderr at verbosity v.
+func newLogger(jsonLines bool, v int) logr.Logger {
 	if !jsonLines {
 		return klog.Background()
-	}
-	v := 0
-	if f := flag.Lookup("v"); f != nil {
-		v, _ = strconv.Atoi(f.Value.String())
 	}
 	return funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) }, funcr.Options{Verbosity: v, LogTimestamp: true})
 }
