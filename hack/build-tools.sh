@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Builds the upstream binaries nodekit's tests run against — kube-apiserver
-# v1.37.2 (version-stamped) and agnhost (static) — from the hack/tools
-# module into _output/bin, only when missing. With the argument
-# "conformance" it also builds what the conformance harness and the
-# benchmark against kubelet need: kube-controller-manager, kube-scheduler,
-# kubelet, the e2e test binary and ginkgo. Built binaries are also kept
-# in a machine-wide cache ($NODEKIT_CACHE, default /var/cache/nodekit) so a
-# fresh clone on the same machine does not rebuild them.
+# Builds the upstream binaries nodekit's tests run against from the
+# hack/tools module into _output/bin, only when missing:
+#
+#   hack/build-tools.sh              kube-apiserver (version-stamped), agnhost
+#                                    (static) and kubelet: what `make test` needs
+#   hack/build-tools.sh conformance  also kube-controller-manager, kube-scheduler,
+#                                    the e2e test binary and ginkgo (the
+#                                    conformance harness and the benchmark)
+#   hack/build-tools.sh NAME...      just those binaries, e.g. `kubelet`
+#
+# Built binaries are also kept in a machine-wide cache ($NODEKIT_CACHE,
+# default /var/cache/nodekit) so a fresh clone on the same machine does not
+# rebuild them. A cold kubelet build takes minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -42,13 +47,37 @@ build() { # name package cgo [test]
   fi
 }
 
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver 1
-build agnhost k8s.io/kubernetes/test/images/agnhost 0
+pkg_of() { # name -> "package cgo [test]"
+  case $1 in
+  kube-apiserver) echo "k8s.io/kubernetes/cmd/kube-apiserver 1" ;;
+  agnhost) echo "k8s.io/kubernetes/test/images/agnhost 0" ;;
+  kubelet) echo "k8s.io/kubernetes/cmd/kubelet 1" ;;
+  kube-controller-manager) echo "k8s.io/kubernetes/cmd/kube-controller-manager 1" ;;
+  kube-scheduler) echo "k8s.io/kubernetes/cmd/kube-scheduler 1" ;;
+  ginkgo) echo "github.com/onsi/ginkgo/v2/ginkgo 0" ;;
+  e2e.test) echo "k8s.io/kubernetes/test/e2e 1 test" ;;
+  *) return 1 ;;
+  esac
+}
 
-if [ "${1:-}" = conformance ]; then
-  build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager 1
-  build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler 1
-  build kubelet k8s.io/kubernetes/cmd/kubelet 1
-  build ginkgo github.com/onsi/ginkgo/v2/ginkgo 0
-  build e2e.test k8s.io/kubernetes/test/e2e 1 test
+defaults=(kube-apiserver agnhost kubelet)
+names=()
+if [ $# -eq 0 ]; then
+  names=("${defaults[@]}")
 fi
+for arg in "$@"; do
+  case $arg in
+  conformance) names+=("${defaults[@]}" kube-controller-manager kube-scheduler ginkgo e2e.test) ;;
+  *)
+    if ! pkg_of "$arg" >/dev/null; then
+      echo "build-tools: unknown binary $arg (known: ${defaults[*]} kube-controller-manager kube-scheduler ginkgo e2e.test, or conformance)" >&2
+      exit 2
+    fi
+    names+=("$arg")
+    ;;
+  esac
+done
+for name in "${names[@]}"; do
+  # shellcheck disable=SC2046 # pkg_of prints the words build takes
+  build "$name" $(pkg_of "$name")
+done
