@@ -81,7 +81,7 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	if opts == nil {
 		opts = &nodekit.ContainerOptions{}
 	}
-	cfg, err := r.containerConfig(pod, c, img, restartCount, init, opts, req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions())
+	cfg, err := r.containerConfig(pod, c, img, restartCount, opts, req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions())
 	if err != nil {
 		return fail(nodekit.ErrCreateContainerConfig, err)
 	}
@@ -104,7 +104,7 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 }
 
 // containerConfig builds the CRI config of one container.
-func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, init bool, opts *nodekit.ContainerOptions, sandboxNamespaces *runtimeapi.NamespaceOption) (*runtimeapi.ContainerConfig, error) {
+func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, opts *nodekit.ContainerOptions, sandboxNamespaces *runtimeapi.NamespaceOption) (*runtimeapi.ContainerConfig, error) {
 	// The container joins the sandbox's namespaces (user namespace
 	// included); a copy, as an ephemeral container may retarget its PID
 	// namespace.
@@ -113,6 +113,10 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		ns = proto.Clone(sandboxNamespaces).(*runtimeapi.NamespaceOption)
 	}
 	sc, err := containerSecurityContext(pod, c, img, ns, r.security)
+	if err != nil {
+		return nil, err
+	}
+	annotations, err := containerAnnotations(pod, c, restartCount, opts.Annotations)
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +133,8 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		Args:        expandAll(c.Args, env),
 		WorkingDir:  c.WorkingDir,
 		Envs:        envs,
-		Labels:      containerLabels(pod, c, init),
-		Annotations: containerAnnotations(pod, c, restartCount, init && isRestartable(c), opts.Annotations),
+		Labels:      containerLabels(pod, c),
+		Annotations: annotations,
 		LogPath:     filepath.Join(c.Name, strconv.Itoa(restartCount)+".log"),
 		Stdin:       c.Stdin,
 		StdinOnce:   c.StdinOnce,

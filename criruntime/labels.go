@@ -2,6 +2,7 @@ package criruntime
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 	"time"
@@ -10,24 +11,30 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The label and annotation keys the upstream kubelet puts on CRI objects. We
-// use the same ones so that crictl, log collectors and a restarted agent see
-// familiar names.
+// The label and annotation keys the upstream kubelet (v1.37) puts on CRI
+// objects, with the same values: a node can be handed from kubelet to a
+// nodekit agent and back with its containers running, because each reads
+// the other's containers as its own (same hash, same restart count). Labels
+// name the pod and container; annotations carry what the agent reads back
+// about a container whose pod spec it may no longer have.
 const (
 	labelPodName       = "io.kubernetes.pod.name"
 	labelPodNamespace  = "io.kubernetes.pod.namespace"
 	labelPodUID        = "io.kubernetes.pod.uid"
 	labelContainerName = "io.kubernetes.container.name"
-	labelContainerType = "io.kubernetes.container.type" // not upstream: "init" or "regular"
 
 	annotationHash                     = "io.kubernetes.container.hash"
 	annotationRestartCount             = "io.kubernetes.container.restartCount"
 	annotationTerminationMessagePath   = "io.kubernetes.container.terminationMessagePath"
 	annotationTerminationMessagePolicy = "io.kubernetes.container.terminationMessagePolicy"
+	annotationPreStopHandler           = "io.kubernetes.container.preStopHandler"
+	annotationPorts                    = "io.kubernetes.container.ports"
 	annotationGracePeriod              = "io.kubernetes.pod.terminationGracePeriod"
-	annotationSidecar                  = "io.kubernetes.container.sidecar" // not upstream: restartable init container
+	annotationDeletionGracePeriod      = "io.kubernetes.pod.deletionGracePeriod"
 )
 
+// podLabels are a sandbox's labels: the pod's own labels plus its name,
+// namespace and UID (which win over pod labels of the same key).
 func podLabels(pod *v1.Pod) map[string]string {
 	l := make(map[string]string, len(pod.Labels)+3)
 	for k, v := range pod.Labels {
@@ -39,22 +46,23 @@ func podLabels(pod *v1.Pod) map[string]string {
 	return l
 }
 
-func containerLabels(pod *v1.Pod, c *v1.Container, init bool) map[string]string {
-	typ := "regular"
-	if init {
-		typ = "init"
-	}
+// containerLabels are a container's labels: its pod and its name, nothing
+// else (pod labels stay on the sandbox). Whether it is an init container or
+// a sidecar is read from the pod spec by name, as upstream does.
+func containerLabels(pod *v1.Pod, c *v1.Container) map[string]string {
 	return map[string]string{
 		labelPodName:       pod.Name,
 		labelPodNamespace:  pod.Namespace,
 		labelPodUID:        string(pod.UID),
 		labelContainerName: c.Name,
-		labelContainerType: typ,
 	}
 }
 
-func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int, sidecar bool, extra map[string]string) map[string]string {
-	a := make(map[string]string, len(extra)+6)
+// containerAnnotations are a container's annotations: extra (from device
+// plugins) overridden by the agent's own keys. The preStop handler and the
+// ports are JSON of their API types; grace periods are decimal seconds.
+func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int, extra map[string]string) (map[string]string, error) {
+	a := make(map[string]string, len(extra)+8)
 	for k, v := range extra {
 		a[k] = v
 	}
@@ -62,26 +70,42 @@ func containerAnnotations(pod *v1.Pod, c *v1.Container, restartCount int, sideca
 	a[annotationRestartCount] = strconv.Itoa(restartCount)
 	a[annotationTerminationMessagePath] = c.TerminationMessagePath
 	a[annotationTerminationMessagePolicy] = string(c.TerminationMessagePolicy)
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		a[annotationGracePeriod] = strconv.FormatInt(*pod.Spec.TerminationGracePeriodSeconds, 10)
+	if g := pod.DeletionGracePeriodSeconds; g != nil {
+		a[annotationDeletionGracePeriod] = strconv.FormatInt(*g, 10)
 	}
-	if sidecar {
-		a[annotationSidecar] = "true"
+	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
+		a[annotationGracePeriod] = strconv.FormatInt(*g, 10)
 	}
-	return a
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		b, err := json.Marshal(c.Lifecycle.PreStop)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: lifecycle.preStop: %w", c.Name, err)
+		}
+		a[annotationPreStopHandler] = string(b)
+	}
+	if len(c.Ports) > 0 {
+		b, err := json.Marshal(c.Ports)
+		if err != nil {
+			return nil, fmt.Errorf("container %q: ports: %w", c.Name, err)
+		}
+		a[annotationPorts] = string(b)
+	}
+	return a, nil
 }
 
-// HashContainer returns a hash of the parts of a container spec that require
-// a new container when they change. Resources are left out: they can be
-// updated in place.
+// HashContainer returns the hash upstream kubelet v1.37 stores in
+// io.kubernetes.container.hash, so that either agent reads the other's
+// containers as unchanged. It covers the container's name and image only:
+// in a running pod those are the only container fields an update can
+// change that need a new container (resources resize in place). The value
+// is FNV-32a over the JSON object {"image","name"} as upstream feeds it to
+// the hash: a Go-syntax dump of the JSON bytes, "([]uint8)[123 34 ...]"
+// (k8s.io/utils/dump.ForHash of a byte slice). It is written in hexadecimal.
 func HashContainer(c *v1.Container) uint64 {
-	cp := c.DeepCopy()
-	cp.Resources = v1.ResourceRequirements{}
-	cp.ResizePolicy = nil
-	b, _ := json.Marshal(cp) // a Container always marshals
-	h := fnv.New64a()
-	_, _ = h.Write(b)
-	return h.Sum64()
+	b, _ := json.Marshal(map[string]string{"name": c.Name, "image": c.Image}) // strings always marshal
+	h := fnv.New32a()
+	fmt.Fprintf(h, "([]uint8)%v", b)
+	return uint64(h.Sum32())
 }
 
 func parseUint(s string) uint64 {
