@@ -19,9 +19,11 @@
 // not support user namespaces. SetNodeStatus publishes the runtime's
 // features and handlers on the Node.
 //
-// Containers and sandboxes carry the upstream kubelet's labels and
-// annotations (io.kubernetes.pod.uid, io.kubernetes.container.name, ...), so
-// a restarted agent — or crictl — recognizes them.
+// Containers and sandboxes carry exactly the labels, annotations and CRI
+// metadata the upstream kubelet v1.37 writes (io.kubernetes.pod.uid,
+// io.kubernetes.container.hash with kubelet's hash of name and image, the
+// restart count, ...), so a restarted agent, crictl, or a kubelet taking
+// the node over (or handing it over) adopts the running containers.
 //
 //	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
 //	res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: actions})

@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localcp"
 )
 
@@ -42,6 +43,7 @@ type takeoverEnv struct {
 	client    kubernetes.Interface
 	rt        *criruntime.Runtime // the test's own CRI client
 	manifests string
+	root      string
 	kubelet   *agentProcess
 	fullagent *agentProcess
 }
@@ -83,35 +85,16 @@ func startTakeoverEnv(t *testing.T) *takeoverEnv {
 	}
 	gw := cri.Gateway.String()
 	// What both agents read. The node API listens on the test's bridge
-	// address, not on :10250 of every interface.
-	common := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: %s
-containerRuntimeEndpoint: %s
-staticPodPath: %s
-cgroupDriver: cgroupfs
-cgroupRoot: %s
-syncFrequency: %s
-fileCheckFrequency: 2s
-clusterDomain: cluster.local
-clusterDNS: [10.96.0.10]
-address: %s
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %s}
-authorization:
-  mode: Webhook
-`, filepath.Join(dir, "logs"), cri.Endpoint, manifests, agenttest.CgroupRoot(t), takeoverSync, gw, cp.CAFile)
-	// What only the kubelet needs on this machine: running on cgroup v1
-	// with swap, and its healthz off 127.0.0.1:10248 (another kubelet on
-	// this machine may hold it).
-	kubeletOnly := fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\n", gw)
+	// address, not on :10250 of every interface; the kubelet's healthz too.
+	common := kubeletconf.Common(kubeletconf.Node{
+		PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
+		CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile,
+		Extra: fmt.Sprintf("staticPodPath: %s\nsyncFrequency: %s\nfileCheckFrequency: 2s\nclusterDNS: [10.96.0.10]\n", manifests, takeoverSync),
+	})
 	writeFile(t, filepath.Join(dir, "fullagent.yaml"), common)
-	writeFile(t, filepath.Join(dir, "kubelet.yaml"), common+kubeletOnly)
+	writeFile(t, filepath.Join(dir, "kubelet.yaml"), common+kubeletconf.KubeletOnly(gw))
 	args := func(config string) []string {
-		return []string{"--kubeconfig=" + cp.NodeKubeconfig(testNode), "--config=" + filepath.Join(dir, config),
-			"--hostname-override=" + testNode, "--node-ip=" + gw, "--root-dir=" + root, "-v=2"}
+		return append(kubeletconf.Args(cp.NodeKubeconfig(testNode), filepath.Join(dir, config), testNode, gw, root), "-v=2")
 	}
 	rt, err := criruntime.New(t.Context(), criruntime.Config{Endpoint: cri.Endpoint})
 	if err != nil {
@@ -119,7 +102,7 @@ authorization:
 	}
 	t.Cleanup(func() { _ = rt.Close(context.Background()) })
 	return &takeoverEnv{
-		client: cp.AdminClient(), rt: rt, manifests: manifests,
+		client: cp.AdminClient(), rt: rt, manifests: manifests, root: root,
 		kubelet:   newAgentProcess(t, kubeletBin, filepath.Join(dir, "kubelet.log"), args("kubelet.yaml")),
 		fullagent: newAgentProcess(t, buildAgent(t), filepath.Join(dir, "fullagent.log"), args("fullagent.yaml")),
 	}
@@ -237,6 +220,11 @@ func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess
 		}
 	}
 	e.checkVolumes(t, fmt.Sprintf("%s -> %s", fromName, toName))
+	if stacked := stackedMounts(t, e.root); len(stacked) > 0 {
+		// A volume mounted again over itself: the containers keep the old
+		// mount and never see the agent's updates (token refreshes).
+		t.Errorf("%s -> %s: mounted more than once below the root dir: %v", fromName, toName, stacked)
+	}
 
 	// The static pod: its UID is the agent's hash of the manifest, which
 	// differs between the two agents, so the new agent sees the old pod as
@@ -415,4 +403,28 @@ func (e *takeoverEnv) checkVolumes(t *testing.T, when string) {
 			t.Errorf("%s: cat %s in %s: %q (code %d, %v, %s), want %q", when, check.path, check.pod, out, code, err, stderr, check.want)
 		}
 	}
+}
+
+// stackedMounts lists the mount points at or below dir that are mounted
+// more than once.
+func stackedMounts(t *testing.T, dir string) []string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			seen[f[4]]++
+		}
+	}
+	var out []string
+	for mp, n := range seen {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s (%d times)", mp, n))
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
+	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
@@ -78,7 +79,7 @@ authorization:
 // agents get a cgroup root of their own (startAgent), so that their QoS
 // cgroups and orphaned-pod cleanup never meet another agent's /kubepods.
 func kubeletOnly(cri *localcri.Containerd) string {
-	return fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\n", cri.Gateway)
+	return kubeletconf.KubeletOnly(cri.Gateway.String())
 }
 
 // startChild starts bin with its output in logPath. The child gets SIGKILL

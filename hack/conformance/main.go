@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
+	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
@@ -199,29 +200,15 @@ func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Conta
 		return err
 	}
 	cfg := filepath.Join(root, "config.yaml")
-	common := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-podLogsDir: %s
-containerRuntimeEndpoint: %s
-cgroupDriver: cgroupfs
-clusterDomain: cluster.local
-address: %s
-cgroupRoot: %s
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: %s}
-authorization:
-  mode: Webhook
-`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, cgroupRoot, caFile)
+	common := kubeletconf.Common(kubeletconf.Node{PodLogsDir: filepath.Join(root, "logs"), RuntimeEndpoint: cri.Endpoint,
+		Address: cri.Gateway.String(), CgroupRoot: cgroupRoot, ClientCAFile: caFile})
 	if agent == "kubelet" {
 		common += "failCgroupV1: false\nfailSwapOn: false\nserializeImagePulls: false\n"
 	}
 	if err := os.WriteFile(cfg, []byte(common), 0o644); err != nil {
 		return err
 	}
-	args := []string{"--kubeconfig=" + kubeconfig, "--config=" + cfg, "--hostname-override=" + nodeName,
-		"--node-ip=" + cri.Gateway.String(), "--root-dir=" + filepath.Join(root, "root")}
+	args := kubeletconf.Args(kubeconfig, cfg, nodeName, cri.Gateway.String(), filepath.Join(root, "root"))
 	if agent == "kubelet" {
 		return start(filepath.Join(bin, "kubelet"), args...)
 	}
