@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -218,6 +219,11 @@ func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess
 		if d := apiBefore[name].diff(apiAfter[name]); d != "" {
 			t.Errorf("%s -> %s: pod %s status changed: %s", fromName, toName, name, d)
 		}
+		// The rest of the status (conditions' times, fields one agent
+		// reports and the other not) is logged: a difference of the agents.
+		if d := flatDiff(apiBefore[name].status, apiAfter[name].status); d != "" {
+			t.Logf("%s -> %s: pod %s status fields that differ: %s", fromName, toName, name, d)
+		}
 	}
 	e.checkVolumes(t, fmt.Sprintf("%s -> %s", fromName, toName))
 	if stacked := stackedMounts(t, e.root); len(stacked) > 0 {
@@ -333,6 +339,7 @@ func compareCRI(before, after map[string]criContainer, skip func(criContainer) b
 
 // apiPod is what the test compares of a pod's status in the API.
 type apiPod struct {
+	status     map[string]string // every field of the status, flattened (logged, not compared)
 	uid        types.UID
 	ready      bool
 	phase      v1.PodPhase
@@ -362,7 +369,7 @@ func (e *takeoverEnv) apiSnapshot(t *testing.T, names []string) map[string]apiPo
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := apiPod{uid: p.UID, ready: podReady(p), phase: p.Status.Phase, podIP: p.Status.PodIP, containers: map[string]string{}}
+		a := apiPod{status: flatten(t, p.Status), uid: p.UID, ready: podReady(p), phase: p.Status.Phase, podIP: p.Status.PodIP, containers: map[string]string{}}
 		if uid := p.Annotations["kubernetes.io/config.mirror"]; uid != "" {
 			a.uid = types.UID(uid) // a mirror pod: the static pod's UID
 		}
@@ -427,4 +434,55 @@ func stackedMounts(t *testing.T, dir string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// flatten turns v's JSON into path -> value.
+func flatten(t *testing.T, v any) map[string]string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				walk(prefix+"."+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s[%d]", prefix, i), x)
+			}
+		default:
+			out[prefix] = fmt.Sprint(v)
+		}
+	}
+	walk("status", tree)
+	return out
+}
+
+// flatDiff lists the paths whose values differ between two flattened
+// objects.
+func flatDiff(a, b map[string]string) string {
+	var d []string
+	for k, v := range a {
+		if w, ok := b[k]; !ok {
+			d = append(d, fmt.Sprintf("%s=%q -> absent", k, v))
+		} else if w != v {
+			d = append(d, fmt.Sprintf("%s=%q -> %q", k, v, w))
+		}
+	}
+	for k, w := range b {
+		if _, ok := a[k]; !ok {
+			d = append(d, fmt.Sprintf("%s absent -> %q", k, w))
+		}
+	}
+	sort.Strings(d)
+	return strings.Join(d, "; ")
 }
