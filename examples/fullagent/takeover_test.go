@@ -170,6 +170,7 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 		return podReady(p) && c != nil && c.RestartCount == 1
 	})
 	t.Logf("kubelet ran the 5 pods Ready in %v", time.Since(start).Round(time.Second))
+	e.checkHashes(t, names[:len(names)-1])
 
 	e.handOver(t, "kubelet", e.kubelet, "fullagent", e.fullagent, names)
 	e.handOver(t, "fullagent", e.fullagent, "kubelet", e.kubelet, names)
@@ -485,4 +486,33 @@ func flatDiff(a, b map[string]string) string {
 	}
 	sort.Strings(d)
 	return strings.Join(d, "; ")
+}
+
+// checkHashes compares the container hash the runtime holds (written by
+// the agent that made the container) with criruntime's hash of the spec.
+func (e *takeoverEnv) checkHashes(t *testing.T, names []string) {
+	t.Helper()
+	for _, name := range names {
+		p, err := e.client.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := e.rt.GetPodStatus(t.Context(), p.UID, p.Name, p.Namespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := map[string]*v1.Container{}
+		for _, list := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range list {
+				spec[list[i].Name] = &list[i]
+			}
+		}
+		for _, cs := range st.Containers {
+			if c := spec[cs.Name]; c == nil || cs.Hash != criruntime.HashContainer(c) {
+				t.Errorf("pod %s container %s: the runtime holds hash %x, criruntime hashes the spec to %x", name, cs.Name, cs.Hash, criruntime.HashContainer(c))
+			} else {
+				t.Logf("pod %s container %s (%.12s): hash %x as criruntime computes it", name, cs.Name, cs.ID.ID, cs.Hash)
+			}
+		}
+	}
 }
