@@ -508,9 +508,13 @@ func (e *takeoverEnv) checkHashes(t *testing.T, names []string) {
 			}
 		}
 		for _, cs := range st.Containers {
-			if c := spec[cs.Name]; c == nil || cs.Hash != criruntime.HashContainer(c) {
+			c := spec[cs.Name]
+			switch {
+			case c == nil:
+				t.Errorf("pod %s: the runtime has a container %s the spec does not", name, cs.Name)
+			case cs.Hash != criruntime.HashContainer(c):
 				t.Errorf("pod %s container %s: the runtime holds hash %x, criruntime hashes the spec to %x", name, cs.Name, cs.Hash, criruntime.HashContainer(c))
-			} else {
+			default:
 				t.Logf("pod %s container %s (%.12s): hash %x as criruntime computes it", name, cs.Name, cs.ID.ID, cs.Hash)
 			}
 		}
