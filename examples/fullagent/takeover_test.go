@@ -203,6 +203,8 @@ func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess
 		}
 		time.Sleep(time.Second)
 	}
+	// The static pod may be on its way back (see below).
+	(&env{client: e.client}).waitPod(t, staticPodName, 2*time.Minute, "Ready under "+toName, podReady)
 	criAfter, apiAfter := e.criSnapshot(t), e.apiSnapshot(t, names)
 	staticUID := apiBefore[staticPodName].uid
 
