@@ -66,9 +66,7 @@ func findKubelet(t *testing.T) string {
 
 func startTakeoverEnv(t *testing.T) *takeoverEnv {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("the takeover test runs kubelet and fullagent as processes")
-	}
+	agenttest.SkipShort(t, "kubelet and fullagent as processes")
 	kubeletBin := findKubelet(t)
 	cp := agenttest.StartControlPlane(t)
 	cri := agenttest.StartContainerd(t)
