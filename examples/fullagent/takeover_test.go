@@ -84,14 +84,15 @@ func startTakeoverEnv(t *testing.T) *takeoverEnv {
 	}
 	gw := cri.Gateway.String()
 	// What both agents read. The node API listens on the test's bridge
-	// address, not on :10250 of every interface; the kubelet's healthz too.
+	// address, not on :10250 of every interface, and healthz there too, not
+	// on 127.0.0.1:10248.
 	common := kubeletconf.Common(kubeletconf.Node{
 		PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
-		CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile,
+		CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile, HealthzAddress: gw,
 		Extra: fmt.Sprintf("staticPodPath: %s\nsyncFrequency: %s\nfileCheckFrequency: 2s\nclusterDNS: [10.96.0.10]\n", manifests, takeoverSync),
 	})
 	writeFile(t, filepath.Join(dir, "fullagent.yaml"), common)
-	writeFile(t, filepath.Join(dir, "kubelet.yaml"), common+kubeletconf.KubeletOnly(gw))
+	writeFile(t, filepath.Join(dir, "kubelet.yaml"), common+kubeletconf.KubeletOnly(""))
 	args := func(config string) []string {
 		return append(kubeletconf.Args(cp.NodeKubeconfig(testNode), filepath.Join(dir, config), testNode, gw, root), "-v=2")
 	}

@@ -12,6 +12,9 @@ type Node struct {
 	Address         string // address: the node API listens here only
 	CgroupRoot      string // cgroupRoot (a root of the caller's own); "" for none
 	ClientCAFile    string // authentication.x509.clientCAFile
+	// HealthzAddress is healthzBindAddress; "" leaves the default
+	// 127.0.0.1, where another agent on the machine may listen.
+	HealthzAddress string
 	// Extra is appended as it is: further KubeletConfiguration lines, each
 	// ending in a newline.
 	Extra string
@@ -36,6 +39,9 @@ authentication:
 authorization:
   mode: Webhook
 `, n.PodLogsDir, n.RuntimeEndpoint, n.Address, n.ClientCAFile)
+	if n.HealthzAddress != "" {
+		fmt.Fprintf(&b, "healthzBindAddress: %s\n", n.HealthzAddress)
+	}
 	if n.CgroupRoot != "" {
 		fmt.Fprintf(&b, "cgroupRoot: %s\n", n.CgroupRoot)
 	}
@@ -45,11 +51,16 @@ authorization:
 
 // KubeletOnly is what the upstream kubelet v1.37 needs on this project's
 // machines and fullagent does not read: running on cgroup v1
-// (failCgroupV1: false) with swap on (failSwapOn: false), and its healthz
-// on healthzAddress instead of 127.0.0.1:10248, which another kubelet on
-// the machine may hold.
+// (failCgroupV1: false) with swap on (failSwapOn: false), and, unless
+// healthzAddress is "" (the caller set it in Common), its healthz there
+// instead of 127.0.0.1:10248, which another kubelet on the machine may
+// hold.
 func KubeletOnly(healthzAddress string) string {
-	return fmt.Sprintf("failCgroupV1: false\nfailSwapOn: false\nhealthzBindAddress: %s\n", healthzAddress)
+	s := "failCgroupV1: false\nfailSwapOn: false\n"
+	if healthzAddress != "" {
+		s += fmt.Sprintf("healthzBindAddress: %s\n", healthzAddress)
+	}
+	return s
 }
 
 // Args is the command line both agents take: the node's kubeconfig, the

@@ -26,4 +26,11 @@ func TestConfigDecodesStrictly(t *testing.T) {
 	if c := Common(Node{}); len(c) == 0 || yaml.UnmarshalStrict([]byte(c), &kubeletv1beta1.KubeletConfiguration{}) != nil {
 		t.Errorf("without a cgroup root: %q", c)
 	}
+	// The healthz address set for both agents: the kubelet's lines do not
+	// repeat it (a duplicate key fails strict decoding).
+	both := Common(Node{Address: "10.88.3.1", HealthzAddress: "10.88.3.1"}) + KubeletOnly("")
+	got = kubeletv1beta1.KubeletConfiguration{}
+	if err := yaml.UnmarshalStrict([]byte(both), &got); err != nil || got.HealthzBindAddress != "10.88.3.1" {
+		t.Errorf("healthz for both agents: %q, %v\n%s", got.HealthzBindAddress, err, both)
+	}
 }
