@@ -16,7 +16,9 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -137,7 +139,19 @@ func expectNodeIdentity(ctx context.Context, t *testing.T, rc *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	// A rotation closes the client's connections (as upstream's does), so
+	// a request in flight at that moment fails once with a network error;
+	// retry those, never an answer of the API server.
+	var review *authenticationv1.SelfSubjectReview
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		review, err = cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsUnexpectedServerError(err) && apierrors.ReasonForError(err) == metav1.StatusReasonUnknown {
+			t.Logf("SelfSubjectReview: %v (retrying)", err)
+			return false, nil
+		}
+		return err == nil, err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
