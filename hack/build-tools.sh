@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the upstream binaries nodekit's tests run against — kube-apiserver
 # v1.37.2 (version-stamped) and agnhost (static) — from the hack/tools
-# module into _output/bin, only when missing. With the argument
+# module into _output/bin, and containerd 2 with its shim and runc
+# (hack/build-containerd2.sh) into _output/bin/containerd2, only when
+# missing. With the argument
 # "conformance" it also builds what the conformance harness and the
 # benchmark against kubelet need: kube-controller-manager, kube-scheduler,
 # kubelet, the e2e test binary and ginkgo. Built binaries are also kept
@@ -44,6 +46,9 @@ build() { # name package cgo [test]
 
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver 1
 build agnhost k8s.io/kubernetes/test/images/agnhost 0
+# containerd 2, its shim and runc into _output/bin/containerd2, for the
+# test pass on containerd 2 (NODEKIT_CONTAINERD=2).
+bash hack/build-containerd2.sh
 
 if [ "${1:-}" = conformance ]; then
   build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager 1
