@@ -38,6 +38,12 @@ type Containerd struct {
 	// binary was not found).
 	Images []ImageTar
 
+	// Version is the containerd this instance runs (Containerd16 or
+	// Containerd2), and RuntimeVersion what its CRI Version call reports
+	// (e.g. "1.6.20~ds1" or "v2.4.2").
+	Version        string
+	RuntimeVersion string
+
 	st     instanceState
 	done   <-chan struct{} // closed when our child exits; nil when not our child
 	detach bool            // how containerd was started, for Restart
@@ -59,6 +65,9 @@ type instanceState struct {
 	Bridge   string `json:"bridge"`
 	Subnet   string `json:"subnet"`
 	Gateway  string `json:"gateway"`
+	// Version and BinDir find the binaries again for Restart.
+	Version string `json:"version,omitempty"`
+	BinDir  string `json:"binDir,omitempty"`
 }
 
 func (s instanceState) network() podNetwork {
@@ -86,7 +95,12 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := checkSocketPath(l.socket); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
-	bins, err := lookupBinaries()
+	version, err := ResolveVersion(cfg.Version)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	binDir := resolveBinDir(cfg.BinDir)
+	bins, err := lookupBinaries(version, binDir)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
@@ -97,7 +111,6 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 
-	binDir := resolveBinDir(cfg.BinDir)
 	cacheDir := cfg.ImageCache
 	if cacheDir == "" && binDir != "" {
 		cacheDir = filepath.Join(filepath.Dir(filepath.Clean(binDir)), "images")
@@ -117,9 +130,10 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	}
 	c := &Containerd{
 		Dir: dir, Socket: l.socket, Endpoint: "unix://" + l.socket,
-		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet,
+		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet, Version: version,
 		st: instanceState{Dir: dir, Config: l.config, Socket: l.socket, RuncRoot: l.runcRoot, Runc: bins.runc,
-			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String()},
+			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String(),
+			Version: version, BinDir: binDir},
 	}
 	fail := func(err error) (*Containerd, error) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -139,7 +153,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
-	conf, err := containerdConfig(l, bins)
+	conf, err := containerdConfig(version, l, bins)
 	if err != nil {
 		return fail(fmt.Errorf("containerd config: %w", err))
 	}
@@ -159,10 +173,12 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return fail(fmt.Errorf("write pidfile: %w", err))
 	}
-	if err := waitReady(ctx, c, l); err != nil {
+	if c.RuntimeVersion, err = waitReady(ctx, c, l); err != nil {
 		return fail(err)
 	}
-	logger.V(1).Info("containerd is ready", "pid", pid, "socket", l.socket, "duration", time.Since(t0))
+	// At the default verbosity: a test log says which runtime it ran on.
+	logger.Info("containerd is ready", "containerd", version, "runtimeVersion", c.RuntimeVersion,
+		"binary", bins.containerd, "pid", pid, "socket", l.socket, "duration", time.Since(t0))
 
 	t0 = time.Now()
 	if err := importImages(ctx, bins, l, c, images); err != nil {
