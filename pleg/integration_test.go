@@ -37,11 +37,12 @@ func (r *relistCounter) ListPods(ctx context.Context, all bool) ([]*nodekit.Pod,
 // TestEventedOnContainerd runs the evented PLEG as fullagent composes it
 // (a Generic over criruntime, events from criruntime's CRI
 // GetContainerEvents) against the containerd $NODEKIT_CONTAINERD picks, and
-// kills a container's process. On containerd 2 the death must arrive as a
-// ContainerDied event with no relist in between (the safety-net relist is
-// 300 s away) and the stream must never break or fall back. On 1.6, which
-// lacks GetContainerEvents, the PLEG must fall back to relisting every
-// second and the death arrive through a relist.
+// kills a container's process. On containerd 2 the relist period is made an
+// hour, so the death can only arrive through the event stream: as a
+// ContainerDied event, with no relist in between, the cache refreshed, and
+// the stream never broken or given up. On 1.6, which lacks
+// GetContainerEvents, the PLEG must fall back to relisting (every second)
+// and the death arrive through a relist.
 func TestEventedOnContainerd(t *testing.T) {
 	cri := agenttest.StartContainerd(t)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
@@ -62,9 +63,14 @@ func TestEventedOnContainerd(t *testing.T) {
 		t.Fatalf("SyncPod: %v", err)
 	}
 
+	evented := cri.Version == agenttest.ContainerdVersion2
+	var opts pleg.Options
+	if evented {
+		opts.RelistPeriod = time.Hour // only the first relist, at start
+	}
 	counted := &relistCounter{Runtime: rt}
 	cache := pleg.NewCache()
-	g := pleg.NewGeneric(counted, cache, pleg.Options{})
+	g := pleg.NewGeneric(counted, cache, opts)
 	e := pleg.NewEvented(g, rt)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -82,7 +88,6 @@ func TestEventedOnContainerd(t *testing.T) {
 	id := app.ID
 	// The first relist reports the running container (and the sandbox).
 	waitEvent(t, e, id, pleg.ContainerStarted, 30*time.Second)
-	evented := cri.Version == agenttest.ContainerdVersion2
 	if !evented {
 		// containerd 1.6: MaxStreamFailures broken streams, then relists.
 		waitFor(t, 30*time.Second, "the PLEG to fall back to relisting", e.FellBack)
@@ -114,8 +119,8 @@ func TestEventedOnContainerd(t *testing.T) {
 
 	logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
 	if evented {
-		// The safety-net relist is EventedRelistPeriod (300 s) away: with no
-		// relist in between, the event stream carried the death.
+		// The next relist is an hour away: with no relist in between, the
+		// event stream carried the death.
 		if relists != 0 {
 			t.Errorf("%d relists between the kill and the event: the event stream did not carry it", relists)
 		}
