@@ -105,8 +105,10 @@ func disabledPlugins2() []string {
 // containerd2Config is config version 3, for containerd 2: the CRI
 // settings of containerd16Config under the plugin IDs containerd 2 split
 // the CRI plugin into (cri.v1.images, cri.v1.runtime, grpc.v1.cri), the
-// sandbox image pinned. Neither containerd nor the shim look outside Dir
-// for state.
+// sandbox image pinned. Version 3 is what every containerd 2.x reads;
+// 2.4 migrates it to its version 4 in memory (and logs a warning saying
+// so). As with 1.6, all state is under Dir except the shims' sockets
+// (/run/containerd/s, removed by Stop).
 func containerd2Config(q map[string]string) []byte {
 	var sb strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
