@@ -107,6 +107,11 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := l.mkdirs(); err != nil {
 		return nil, fmt.Errorf("start containerd: create dirs: %w", err)
 	}
+	// A container in a user namespace runs as an unprivileged host ID that
+	// must traverse Dir to its bundle (a 0700 os.MkdirTemp dir refuses it).
+	if err := searchable(dir); err != nil {
+		return nil, fmt.Errorf("start containerd: Config.Dir: %w", err)
+	}
 	if err := cleanStale(ctx, l); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
@@ -272,4 +277,16 @@ func cleanStale(ctx context.Context, l layout) error {
 	klog.FromContext(ctx).Info("Cleaning up a stale instance", "dir", l.dir, "bridge", st.Bridge)
 	c := &Containerd{Dir: l.dir, Socket: st.Socket, st: st}
 	return c.Stop(ctx)
+}
+
+// searchable adds search (x) permission for group and others to dir.
+func searchable(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if m := st.Mode().Perm(); m&0o011 != 0o011 {
+		return os.Chmod(dir, m|0o011)
+	}
+	return nil
 }
