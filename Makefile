@@ -25,13 +25,24 @@ build:
 vet:
 	$(GO) vet ./...
 
-# Every test, including those against a real kube-apiserver and containerd.
-# The first line runs the environment smoke tests verbosely, so the log
-# shows a real kube-apiserver answering /readyz and criruntime running a
-# sandbox and a busybox container on the private containerd.
+# The packages whose tests start a containerd (internal/localcri and every
+# user of agenttest.StartContainerd): the runtime-facing tests, run a second
+# time on containerd 2.
+CONTAINERD_PKGS = ./internal/localcri $(shell grep -rl --include='*_test.go' --exclude-dir=_output \
+	-e 'StartContainerd' . | xargs -n1 dirname | sort -u)
+
+# Every test, including those against a real kube-apiserver and containerd,
+# on Debian's containerd 1.6; then the runtime-facing tests again on
+# containerd 2 (NODEKIT_CONTAINERD=2, the binaries `make tools` builds into
+# _output/bin/containerd2). Each pass starts with the environment smoke
+# tests run verbosely, so the log shows a real kube-apiserver answering
+# /readyz, which containerd the pass runs ("containerd is ready" with its
+# CRI version) and criruntime running a sandbox and a busybox container on it.
 test: tools vet
-	$(GO) test -count=1 -v -run '^(TestControlPlane|TestContainerdIntegration)$$' ./agenttest ./criruntime 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|readyz|sandbox|SIGTERM'
+	$(GO) test -count=1 -v -run '^(TestControlPlane|TestContainerdIntegration)$$' ./agenttest ./criruntime 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|readyz|sandbox|SIGTERM|containerd is ready'
 	$(GO) test $(TEST_FLAGS) ./...
+	NODEKIT_CONTAINERD=2 $(GO) test -count=1 -v -run '^TestContainerdIntegration$$' ./criruntime 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|sandbox|SIGTERM|containerd is ready'
+	NODEKIT_CONTAINERD=2 $(GO) test $(TEST_FLAGS) $(CONTAINERD_PKGS)
 
 # Unit tests only: no root, no binaries; integration tests skip.
 test-unit:

@@ -30,6 +30,28 @@ const (
 	GlibcDNSImage = localcri.GlibcDNSImage
 )
 
+// The containerd versions StartContainerd runs. Which one a test gets is
+// picked by $NODEKIT_CONTAINERD ("1.6", the default, or "2") unless the
+// test asks for one with WithContainerdVersion.
+const (
+	ContainerdVersion16 = localcri.Containerd16 // Debian's containerd 1.6, its shim and runc
+	ContainerdVersion2  = localcri.Containerd2  // containerd 2 and runc from $NODEKIT_BIN_DIR/containerd2 (make tools)
+)
+
+// ContainerdOption changes what StartContainerd starts.
+type ContainerdOption func(*localcri.Config)
+
+// WithContainerdVersion runs version (ContainerdVersion16 or
+// ContainerdVersion2) whatever $NODEKIT_CONTAINERD says.
+func WithContainerdVersion(version string) ContainerdOption {
+	return func(c *localcri.Config) { c.Version = version }
+}
+
+// ContainerdVersion is the containerd version StartContainerd runs when the
+// test does not choose: $NODEKIT_CONTAINERD, else ContainerdVersion16. An
+// invalid value is an error naming the variable.
+func ContainerdVersion() (string, error) { return localcri.ResolveVersion("") }
+
 // Containerd is a private containerd (CRI v1) serving one test, with runc,
 // a CNI bridge of its own and the local test images imported.
 type Containerd struct {
@@ -40,6 +62,11 @@ type Containerd struct {
 	Gateway  net.IP     // the bridge's address: pods' gateway, usable as the node IP
 	Subnet   *net.IPNet // the pods' /24
 	Images   []string   // every image reference imported (tags and repo digests)
+	// Version is the containerd it runs, ContainerdVersion16 or
+	// ContainerdVersion2; RuntimeVersion is what CRI Version reports
+	// (e.g. "1.6.20~ds1", "v2.4.2").
+	Version        string
+	RuntimeVersion string
 
 	t testing.TB
 	c *localcri.Containerd
@@ -47,18 +74,28 @@ type Containerd struct {
 
 // StartContainerd starts a private containerd for t and returns once its CRI
 // answers and the test images are imported; t.Cleanup removes its pods,
-// stops it, kills what it leaves and deletes its bridge. Without root,
-// containerd or runc the test is skipped (or fails, with
+// stops it, kills what it leaves and deletes its bridge. The version is
+// $NODEKIT_CONTAINERD's (1.6 by default) unless an option says otherwise;
+// the test log says which one ran ("containerd is ready" with the CRI
+// runtime version). Without root, containerd or runc (for 2: the binaries
+// `make tools` builds) the test is skipped (or fails, with
 // $NODEKIT_REQUIRE_INTEGRATION set); if containerd fails to start the test
 // fails with the tail of its log. The agnhost image is there only when
 // _output/bin/agnhost (or $NODEKIT_BIN_DIR/agnhost) exists.
-func StartContainerd(t testing.TB) *Containerd {
+func StartContainerd(t testing.TB, opts ...ContainerdOption) *Containerd {
 	t.Helper()
 	itest.Short(t, "containerd")
+	var cfg localcri.Config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if _, err := localcri.ResolveVersion(cfg.Version); err != nil {
+		t.Fatalf("agenttest: %v", err)
+	}
 	if os.Geteuid() != 0 {
 		RequireIntegration(t, "containerd", errors.New("containerd needs root"))
 	}
-	if err := localcri.LookupBinaries(); err != nil {
+	if err := localcri.LookupBinaries(cfg); err != nil {
 		RequireIntegration(t, "containerd", err)
 	}
 
@@ -74,7 +111,8 @@ func StartContainerd(t testing.TB) *Containerd {
 		}
 	})
 	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(1))))
-	c, err := localcri.Start(ctx, localcri.Config{Dir: dir})
+	cfg.Dir = dir
+	c, err := localcri.Start(ctx, cfg)
 	if err != nil {
 		t.Fatalf("agenttest: start containerd: %v", err)
 	}
@@ -95,15 +133,17 @@ func StartContainerd(t testing.TB) *Containerd {
 		images = append(images, it.RepoDigests...)
 	}
 	return &Containerd{
-		Endpoint: c.Endpoint,
-		Socket:   c.Socket,
-		Dir:      c.Dir,
-		Bridge:   c.Bridge,
-		Gateway:  c.Gateway,
-		Subnet:   c.Subnet,
-		Images:   images,
-		t:        t,
-		c:        c,
+		Endpoint:       c.Endpoint,
+		Socket:         c.Socket,
+		Dir:            c.Dir,
+		Bridge:         c.Bridge,
+		Gateway:        c.Gateway,
+		Subnet:         c.Subnet,
+		Images:         images,
+		Version:        c.Version,
+		RuntimeVersion: c.RuntimeVersion,
+		t:              t,
+		c:              c,
 	}
 }
 

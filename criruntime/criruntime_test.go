@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -354,5 +356,34 @@ func TestCredentialsFor(t *testing.T) {
 	}
 	if got := credentialsFor("quay.io/x/y", secrets); len(got) != 0 {
 		t.Errorf("quay.io: %+v", got)
+	}
+}
+
+func TestCgroupDriver(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		linux   *runtimeapi.LinuxRuntimeConfiguration
+		err     error
+		want    string
+		wantErr bool
+	}{
+		{name: "systemd", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_SYSTEMD}, want: CgroupDriverSystemd},
+		{name: "cgroupfs", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: runtimeapi.CgroupDriver_CGROUPFS}, want: CgroupDriverCgroupfs},
+		{name: "no linux section", want: ""},
+		{name: "unimplemented (containerd 1.6)", err: status.Error(codes.Unimplemented, "unknown method RuntimeConfig"), want: ""},
+		{name: "unavailable", err: status.Error(codes.Unavailable, "connection refused"), wantErr: true},
+		{name: "unknown driver", linux: &runtimeapi.LinuxRuntimeConfiguration{CgroupDriver: 7}, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, rs, _ := newFake(t)
+			rs.FakeLinuxConfiguration = tc.linux
+			if tc.err != nil {
+				rs.InjectError("RuntimeConfig", tc.err)
+			}
+			got, err := r.CgroupDriver(t.Context())
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("CgroupDriver = %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
 	}
 }

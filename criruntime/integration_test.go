@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,7 @@ func TestContainerdIntegration(t *testing.T) {
 	if err := rt.Ready(ctx); err != nil {
 		t.Fatalf("runtime not ready: %v", err)
 	}
-	if img, err := rt.SandboxImage(ctx); err != nil || img != agenttest.PauseImage {
-		t.Fatalf("SandboxImage = %q, %v; want %q", img, err, agenttest.PauseImage)
-	}
+	checkSandboxImage(t, rt, cri.Version)
 
 	t.Run("sandbox IP and container log", func(t *testing.T) {
 		pod := busyboxPod("log", "sh", "-c", "echo hello from $(WHO)")
@@ -265,4 +264,38 @@ func killAndRemove(t *testing.T, rt *criruntime.Runtime, pod *v1.Pod) {
 			t.Fatalf("pod %s still listed after removal: %+v", pod.Name, p)
 		}
 	}
+}
+
+// checkSandboxImage: containerd 1.6 names its sandbox image in its verbose
+// status; containerd 2 does not, and pins the image instead (CRI
+// Image.pinned), which image GC honours.
+func checkSandboxImage(t *testing.T, rt *criruntime.Runtime, version string) {
+	t.Helper()
+	ctx := t.Context()
+	img, err := rt.SandboxImage(ctx)
+	if err != nil {
+		t.Fatalf("SandboxImage: %v", err)
+	}
+	if version != agenttest.ContainerdVersion2 {
+		if img != agenttest.PauseImage {
+			t.Fatalf("SandboxImage = %q; want %q", img, agenttest.PauseImage)
+		}
+		return
+	}
+	if img != "" {
+		t.Fatalf("SandboxImage = %q on containerd 2; want \"\" (it does not report it)", img)
+	}
+	imgs, err := rt.ListImages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, im := range imgs {
+		if slices.Contains(im.RepoTags, agenttest.PauseImage) {
+			if !im.Pinned {
+				t.Fatalf("containerd 2 does not pin its sandbox image %s: %+v", agenttest.PauseImage, im)
+			}
+			return
+		}
+	}
+	t.Fatalf("sandbox image %s not listed", agenttest.PauseImage)
 }

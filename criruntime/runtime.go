@@ -206,7 +206,9 @@ func (r *Runtime) Version(ctx context.Context) (string, error) {
 
 // SandboxImage returns the image the runtime starts pod sandboxes from
 // (containerd's sandbox_image, from the runtime's verbose status), so
-// image garbage collection can pin it. "" when the runtime does not say.
+// image garbage collection can pin it. "" when the runtime does not say:
+// containerd 2 does not, and marks the image pinned in ListImages
+// (Image.pinned) instead, which image GC honours.
 func (r *Runtime) SandboxImage(ctx context.Context) (string, error) {
 	st, err := r.rs.Status(ctx, true)
 	if err != nil {

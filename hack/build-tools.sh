@@ -7,7 +7,12 @@
 #   hack/build-tools.sh conformance  also kube-controller-manager, kube-scheduler,
 #                                    the e2e test binary and ginkgo (the
 #                                    conformance harness and the benchmark)
-#   hack/build-tools.sh NAME...      just those binaries, e.g. `kubelet`
+#   hack/build-tools.sh NAME...      just those binaries, e.g. `kubelet`, or
+#                                    `containerd2` (containerd 2, its shim
+#                                    and runc: hack/build-containerd2.sh)
+#
+# With no argument or "conformance" it also builds containerd2 into
+# _output/bin/containerd2, for the test pass on containerd 2.
 #
 # Built binaries are also kept in a machine-wide cache ($NODEKIT_CACHE,
 # default /var/cache/nodekit) so a fresh clone on the same machine does not
@@ -62,12 +67,18 @@ pkg_of() { # name -> "package cgo [test]"
 
 defaults=(kube-apiserver agnhost kubelet)
 names=()
+containerd2=
 if [ $# -eq 0 ]; then
   names=("${defaults[@]}")
+  containerd2=1
 fi
 for arg in "$@"; do
   case $arg in
-  conformance) names+=("${defaults[@]}" kube-controller-manager kube-scheduler ginkgo e2e.test) ;;
+  conformance)
+    names+=("${defaults[@]}" kube-controller-manager kube-scheduler ginkgo e2e.test)
+    containerd2=1
+    ;;
+  containerd2) containerd2=1 ;;
   *)
     if ! pkg_of "$arg" >/dev/null; then
       echo "build-tools: unknown binary $arg (known: ${defaults[*]} kube-controller-manager kube-scheduler ginkgo e2e.test, or conformance)" >&2
@@ -81,3 +92,6 @@ for name in "${names[@]}"; do
   # shellcheck disable=SC2046 # pkg_of prints the words build takes
   build "$name" $(pkg_of "$name")
 done
+if [ -n "$containerd2" ]; then
+  bash hack/build-containerd2.sh
+fi

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nodekit's local node environment needs:
 # containerd, runc, the CNI plugins, busybox (static, for the test images),
-# umoci, iptables and etcd, and the tools the local agnhost image copies
-# from the machine (curl, netcat-openbsd). Idempotent: does nothing when all are present.
+# umoci, iptables and etcd, the tools the local agnhost image copies
+# from the machine (curl, netcat-openbsd), and libseccomp-dev and
+# pkg-config for the runc that hack/build-containerd2.sh builds.
+# Idempotent: does nothing when all are present.
 set -euo pipefail
 
 need=()
@@ -19,6 +21,9 @@ have ip || need+=(iproute2)
 # Copied into the local agnhost image, as upstream's carries them.
 have curl || need+=(curl)
 [ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
+# runc for containerd 2 (hack/build-containerd2.sh) builds with seccomp.
+have pkg-config || need+=(pkg-config)
+[ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-deps: all packages present"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -21,20 +20,20 @@ type ContainerEventer interface {
 	ContainerEvents(ctx context.Context, out chan<- nodekit.ContainerEvent) error
 }
 
-// Defaults of the evented PLEG, as upstream.
-const (
-	// EventedRelistPeriod is the safety-net relist while events flow.
-	EventedRelistPeriod = 300 * time.Second
-	// MaxStreamFailures is how many broken streams make the PLEG give up
-	// on events and relist every second again.
-	MaxStreamFailures = 5
-)
+// MaxStreamFailures is how many broken streams make the evented PLEG give
+// up on events for good (upstream's eventedPlegMaxStreamRetries).
+const MaxStreamFailures = 5
 
 // Evented is the PLEG for runtimes that stream container events: each event
-// refreshes its pod's cache entry and is forwarded at once, and the generic
-// relist runs only every 300 s as a safety net. When the stream cannot be
-// opened or breaks MaxStreamFailures times, it falls back to relisting every
-// second for good. Events go out on the Generic's channel.
+// refreshes its pod's cache entry and is forwarded at once, so a container
+// that dies is seen in the time the runtime takes to report it rather than
+// at the next relist. As upstream's v1.37 evented PLEG it is a fast path
+// beside the generic PLEG, which keeps relisting every RelistPeriod: a pod
+// worker waits (Cache.GetNewerThan) for a status newer than its last sync,
+// and a sync that changed nothing in the runtime makes no event, so only a
+// relist answers it. When the stream cannot be opened or breaks
+// MaxStreamFailures times, it stops reopening it (FellBack) and relists
+// alone. Events go out on the Generic's channel.
 type Evented struct {
 	g       *Generic
 	eventer ContainerEventer
@@ -57,7 +56,8 @@ func (e *Evented) Events() <-chan *Event { return e.g.Events() }
 // not.
 func (e *Evented) Healthy() error { return e.g.Healthy() }
 
-// FellBack reports whether the PLEG has given up on events.
+// FellBack reports whether the PLEG has given up on events and relists
+// alone.
 func (e *Evented) FellBack() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -74,13 +74,7 @@ func (e *Evented) Run(ctx context.Context) error {
 	}
 	startStream()
 	e.g.Relist(ctx)
-	period := func() time.Duration {
-		if e.FellBack() {
-			return e.g.opts.RelistPeriod
-		}
-		return EventedRelistPeriod
-	}
-	timer := e.g.opts.Clock.NewTimer(period())
+	timer := e.g.opts.Clock.NewTimer(e.g.opts.RelistPeriod)
 	defer timer.Stop()
 	for {
 		select {
@@ -98,8 +92,7 @@ func (e *Evented) Run(ctx context.Context) error {
 			}
 			e.mu.Unlock()
 			if giveUp {
-				logger.Error(err, "Container event stream failed too often; falling back to relisting every second", "failures", MaxStreamFailures)
-				timer.Reset(0)
+				logger.Error(err, "Container event stream failed too often; falling back to relisting alone", "failures", MaxStreamFailures)
 				continue
 			}
 			logger.Info("Container event stream broke; reopening it and relisting", "err", err)
@@ -109,7 +102,7 @@ func (e *Evented) Run(ctx context.Context) error {
 			e.handle(ctx, ev)
 		case <-timer.C():
 			e.g.Relist(ctx)
-			timer.Reset(period())
+			timer.Reset(e.g.opts.RelistPeriod)
 		}
 	}
 }

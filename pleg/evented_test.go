@@ -63,12 +63,13 @@ func TestEventedDeliversWithoutRelisting(t *testing.T) {
 			t.Fatalf("event %+v", ev)
 		}
 		if rt.lists.Load() != lists {
-			t.Fatal("relisted although events flow")
+			t.Fatal("the event waited for a relist")
 		}
-		time.Sleep(pleg.EventedRelistPeriod + time.Second)
+		// Beside the events, the generic relist keeps its period.
+		time.Sleep(10*pleg.DefaultRelistPeriod + time.Millisecond)
 		synctest.Wait()
-		if rt.lists.Load() != lists+1 {
-			t.Fatalf("%d relists in 301s, want the one safety-net relist", rt.lists.Load()-lists)
+		if n := rt.lists.Load() - lists; n != 10 {
+			t.Fatalf("%d relists in 10 relist periods, want 10", n)
 		}
 		if e.FellBack() || e.Healthy() != nil {
 			t.Fatal("evented PLEG fell back or is unhealthy")
@@ -116,6 +117,30 @@ func TestEventedFallsBackToRelisting(t *testing.T) {
 		synctest.Wait()
 		if len(e.Events()) == 0 {
 			t.Fatal("the relist fallback sent no events")
+		}
+	})
+}
+
+// TestEventedKeepsWorkersWaitingBriefly: a pod worker waits for a status
+// newer than its last sync (Cache.GetNewerThan); a sync that changed
+// nothing in the runtime produces no event, so only a relist can answer it.
+// As upstream's v1.37 evented PLEG (a hint beside the generic PLEG), the
+// relist keeps its one-second period, so the wait is at most that long
+// (not the 300 s of a safety-net-only relist).
+func TestEventedKeepsWorkersWaitingBriefly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := agenttest.NewFakeRuntime(clock.RealClock{})
+		_, e, cache := startEvented(t, fake)
+		startAll(t, fake, testPod("u4", "a"))
+		synctest.Wait()
+		<-e.Events()
+		time.Sleep(100 * time.Millisecond) // the worker's sync, which changed nothing
+		since := time.Now()
+		if _, err := cache.GetNewerThan(t.Context(), "u4", since); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(since); waited > pleg.DefaultRelistPeriod {
+			t.Fatalf("a worker waited %v for a status newer than its sync, want at most the relist period %v", waited, pleg.DefaultRelistPeriod)
 		}
 	})
 }

@@ -154,6 +154,9 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
 	}
+	if cfg.CgroupDriver, err = cgroupDriverFromRuntime(ctx, a.runtime, cfg.CgroupDriver, cgroupDriverRetry); err != nil {
+		return nil, err
+	}
 	logMax := resource.MustParse(cfg.ContainerLogMaxSize) // validated by loadConfig
 	a.logRotation, err = logs.New(logs.Config{
 		MaxSize: logMax.Value(), MaxFiles: int(*cfg.ContainerLogMaxFiles),

@@ -137,7 +137,7 @@ func resourceFields() []configField {
 		refused("systemCgroups", "no system cgroup is made"),
 		acted("cgroupRoot", "cgroupmgr"),
 		acted("cgroupsPerQOS", "cgroupmgr"),
-		acted("cgroupDriver", "cgroupmgr"),
+		acted("cgroupDriver", "cgroupmgr; the runtime's when CRI RuntimeConfig reports one (containerd 2), as upstream"),
 		acted("cpuManagerPolicy", "cpumanager"),
 		refused("singleProcessOOMKill", "the runtime's default (memory.oom.group is not set)"),
 		acted("cpuManagerPolicyOptions", "cpumanager"),

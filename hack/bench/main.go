@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/internal/localcp"
+	"github.com/nodekit/nodekit/internal/localcri"
 )
 
 const nodeName = "bench-node"
@@ -71,6 +72,9 @@ type options struct {
 	agents  []string
 	steady  time.Duration
 	timeout time.Duration
+	// containerd is the version each run's containerd is (localcri
+	// Containerd16 or Containerd2).
+	containerd string
 }
 
 func main() {
@@ -79,6 +83,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
 	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for API requests per minute (N pods running)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for all pods to run")
+	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -137,12 +142,18 @@ func run(ctx context.Context, o options) error {
 		}
 		results = append(results, r)
 		logf("%s: done", a)
+		machine.containerd = "containerd " + r.runtimeVersion
 	}
 	printReport(os.Stdout, machine, o, kubeletVersion, results)
 	return nil
 }
 
-func (o options) validate() error {
+func (o *options) validate() error {
+	v, err := localcri.ResolveVersion(o.containerd)
+	if err != nil {
+		return fmt.Errorf("--containerd: %w", err)
+	}
+	o.containerd = v
 	if o.pods < 1 {
 		return fmt.Errorf("--pods=%d: want at least 1", o.pods)
 	}

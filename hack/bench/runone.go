@@ -43,6 +43,7 @@ type result struct {
 	steadyRequests int
 	steadyWindow   time.Duration
 	steadyByKind   map[string]int
+	runtimeVersion string // CRI Version of the run's containerd
 }
 
 func (r *result) steadyPerMinute() float64 {
@@ -77,7 +78,7 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		}
 	}()
 	defer unmountBelow(dir)
-	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri")})
+	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: o.containerd})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +120,11 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	if err := waitNodeReady(ctx, client, a); err != nil {
 		return nil, err
 	}
-	return measure(ctx, client, a, audit, o)
+	r, err := measure(ctx, client, a, audit, o)
+	if r != nil {
+		r.runtimeVersion = cri.RuntimeVersion
+	}
+	return r, err
 }
 
 // measure runs the burst and the steady window against a Ready node.

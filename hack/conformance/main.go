@@ -49,18 +49,23 @@ func main() {
 	focus := flag.String("focus", "", "run only specs matching this regex")
 	out := flag.String("out", "_output/conformance", "report directory")
 	keep := flag.Bool("keep", false, "leave the cluster running after the tests (for debugging)")
+	containerd := flag.String("containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *agent, *procs, *focus, *out, *keep); err != nil {
+	if err := run(ctx, *agent, *containerd, *procs, *focus, *out, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, agent string, procs int, focus, out string, keep bool) error {
+func run(ctx context.Context, agent, containerd string, procs int, focus, out string, keep bool) error {
 	if agent != "fullagent" && agent != "kubelet" {
 		return fmt.Errorf("--agent=%q: want fullagent or kubelet", agent)
+	}
+	containerd, err := localcri.ResolveVersion(containerd)
+	if err != nil {
+		return fmt.Errorf("--containerd: %w", err)
 	}
 	bin, err := localcp.FindBinDir()
 	if err != nil {
@@ -103,10 +108,11 @@ func run(ctx context.Context, agent string, procs int, focus, out string, keep b
 	if !keep {
 		defer cp.Stop(context.WithoutCancel(ctx))
 	}
-	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri")})
+	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: containerd})
 	if err != nil {
 		return err
 	}
+	fmt.Printf("conformance: node runtime containerd %s (%s)\n", cri.RuntimeVersion, cri.Version)
 	if !keep {
 		defer cri.Stop(context.WithoutCancel(ctx))
 	}

@@ -186,16 +186,24 @@ func status(ctx context.Context, dir string, stdout io.Writer) error {
 // with the test images, in DIR/containerd (detached), unless it is up.
 func upRuntime(ctx context.Context, dir string, stdout io.Writer) error {
 	crDir := runtimeDir(dir)
-	c, err := localcri.Attach(ctx, crDir)
-	if err == nil {
-		fmt.Fprintf(stdout, "containerd already up: %s (pod bridge %s, node IP %s)\n", c.Endpoint, c.Bridge, c.Gateway)
-		return nil
-	}
-	c, err = localcri.Start(ctx, localcri.Config{Dir: crDir, Detach: true})
+	want, err := localcri.ResolveVersion("") // $NODEKIT_CONTAINERD
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "containerd up: %s (pod bridge %s, node IP %s)\n", c.Endpoint, c.Bridge, c.Gateway)
+	c, err := localcri.Attach(ctx, crDir)
+	if err == nil {
+		if c.Version != want {
+			return fmt.Errorf("containerd %s is up in %s, but $%s asks for %s: run hack/local-down.sh first",
+				c.Version, crDir, localcri.VersionEnv, want)
+		}
+		fmt.Fprintf(stdout, "containerd %s already up: %s (pod bridge %s, node IP %s)\n", c.RuntimeVersion, c.Endpoint, c.Bridge, c.Gateway)
+		return nil
+	}
+	c, err = localcri.Start(ctx, localcri.Config{Dir: crDir, Detach: true, Version: want})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "containerd %s up: %s (pod bridge %s, node IP %s)\n", c.RuntimeVersion, c.Endpoint, c.Bridge, c.Gateway)
 	return nil
 }
 

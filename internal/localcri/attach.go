@@ -26,13 +26,19 @@ func Attach(ctx context.Context, dir string) (*Containerd, error) {
 		return nil, fmt.Errorf("attach to containerd in %s: %w", dir, err)
 	}
 	defer cli.Close()
-	if err := cli.checkReady(ctx); err != nil {
+	rv, err := cli.checkReady(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("attach to containerd in %s: %w", dir, err)
 	}
 	n := st.network()
+	version := st.Version
+	if version == "" { // recorded before versions were
+		version = Containerd16
+	}
 	return &Containerd{
 		Dir: dir, Socket: st.Socket, Endpoint: "unix://" + st.Socket,
 		Bridge: n.Bridge, Gateway: n.Gateway, Subnet: n.Subnet, st: st,
+		Version: version, RuntimeVersion: rv,
 		detach: true, // only a detached instance outlives its starter
 	}, nil
 }

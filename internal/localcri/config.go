@@ -33,6 +33,11 @@ type Config struct {
 	// Detach starts containerd in its own session so that it survives the
 	// caller; stop it with StopDir.
 	Detach bool
+	// Version is the containerd to run: Containerd16 (Debian's, with its
+	// shim and runc) or Containerd2 (with its shim and runc from
+	// BinDir/containerd2, on the PATH of that containerd process only).
+	// "" means $NODEKIT_CONTAINERD, or else Containerd16.
+	Version string
 }
 
 // layout is every path of one instance.
@@ -79,28 +84,31 @@ type binaries struct {
 	containerd, ctr, runc, shim, ip, iptables string
 }
 
-// LookupBinaries reports whether everything an instance runs is installed:
-// containerd, its runc shim, ctr, runc, ip, iptables and the CNI plugins it
-// uses. The error names what is missing.
-func LookupBinaries() error {
-	_, err := lookupBinaries()
-	return err
-}
-
-func lookupBinaries() (binaries, error) {
+// lookupHostBinaries finds the machine's programs an instance runs: ip,
+// iptables, ctr and the CNI plugins, and with withRuntime also
+// containerd, its runc shim and runc (Debian's containerd 1.6).
+func lookupHostBinaries(withRuntime bool) (binaries, error) {
 	var b binaries
 	var missing []string
-	for _, x := range []struct {
+	progs := []struct {
 		name string
 		dst  *string
 	}{
-		{"containerd", &b.containerd},
 		{"ctr", &b.ctr},
-		{"runc", &b.runc},
-		{"containerd-shim-runc-v2", &b.shim},
 		{"ip", &b.ip},
 		{"iptables", &b.iptables},
-	} {
+	}
+	if withRuntime {
+		progs = append(progs, []struct {
+			name string
+			dst  *string
+		}{
+			{"containerd", &b.containerd},
+			{"runc", &b.runc},
+			{"containerd-shim-runc-v2", &b.shim},
+		}...)
+	}
+	for _, x := range progs {
 		p, err := lookPath(x.name)
 		if err != nil {
 			missing = append(missing, x.name)
@@ -226,8 +234,21 @@ func disabledPlugins() []string {
 	}
 }
 
-// containerdConfig renders the instance's config.toml.
-func containerdConfig(l layout, b binaries) ([]byte, error) {
+// containerdConfig renders the instance's config.toml for its version.
+func containerdConfig(version string, l layout, b binaries) ([]byte, error) {
+	q, err := configValues(version, l, b)
+	if err != nil {
+		return nil, err
+	}
+	if version == Containerd2 {
+		return containerd2Config(q), nil
+	}
+	return containerd16Config(q), nil
+}
+
+// configValues are the paths and names a config.toml holds, quoted as
+// TOML strings; "disabled" is the TOML list of disabled plugins.
+func configValues(version string, l layout, b binaries) (map[string]string, error) {
 	q := map[string]string{}
 	for k, v := range map[string]string{
 		"root": l.root, "state": l.state, "socket": l.socket, "ttrpc": l.ttrpc,
@@ -241,17 +262,27 @@ func containerdConfig(l layout, b binaries) ([]byte, error) {
 		q[k] = s
 	}
 	var plugins []string
-	for _, p := range disabledPlugins() {
+	disabled := disabledPlugins()
+	if version == Containerd2 {
+		disabled = append(disabled, disabledPlugins2()...)
+	}
+	for _, p := range disabled {
 		s, _ := tomlString(p)
 		plugins = append(plugins, s)
 	}
+	q["disabled"] = "[" + strings.Join(plugins, ", ") + "]"
+	return q, nil
+}
+
+// containerd16Config is config version 2, for containerd 1.6.
+func containerd16Config(q map[string]string) []byte {
 	var sb strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&sb, format+"\n", args...) }
 	w("# Written by nodekit internal/localcri; regenerated on every start.")
 	w("version = 2")
 	w("root = %s", q["root"])
 	w("state = %s", q["state"])
-	w("disabled_plugins = [%s]", strings.Join(plugins, ", "))
+	w("disabled_plugins = %s", q["disabled"])
 	w("")
 	w("[grpc]")
 	w("  address = %s", q["socket"])
@@ -296,7 +327,7 @@ func containerdConfig(l layout, b binaries) ([]byte, error) {
 	w("      conf_dir = %s", q["cniConf"])
 	w("      max_conf_num = 1")
 	w("      conf_template = \"\"")
-	return []byte(sb.String()), nil
+	return []byte(sb.String())
 }
 
 // blackholeRegistry is where every image pull goes: a loopback port

@@ -38,6 +38,12 @@ type Containerd struct {
 	// binary was not found).
 	Images []ImageTar
 
+	// Version is the containerd this instance runs (Containerd16 or
+	// Containerd2), and RuntimeVersion what its CRI Version call reports
+	// (e.g. "1.6.20~ds1" or "v2.4.2").
+	Version        string
+	RuntimeVersion string
+
 	st     instanceState
 	done   <-chan struct{} // closed when our child exits; nil when not our child
 	detach bool            // how containerd was started, for Restart
@@ -59,6 +65,9 @@ type instanceState struct {
 	Bridge   string `json:"bridge"`
 	Subnet   string `json:"subnet"`
 	Gateway  string `json:"gateway"`
+	// Version and BinDir find the binaries again for Restart.
+	Version string `json:"version,omitempty"`
+	BinDir  string `json:"binDir,omitempty"`
 }
 
 func (s instanceState) network() podNetwork {
@@ -86,18 +95,27 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := checkSocketPath(l.socket); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
-	bins, err := lookupBinaries()
+	version, err := ResolveVersion(cfg.Version)
+	if err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	binDir := resolveBinDir(cfg.BinDir)
+	bins, err := lookupBinaries(version, binDir)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 	if err := l.mkdirs(); err != nil {
 		return nil, fmt.Errorf("start containerd: create dirs: %w", err)
 	}
+	// A container in a user namespace runs as an unprivileged host ID that
+	// must traverse Dir to its bundle (a 0700 os.MkdirTemp dir refuses it).
+	if err := searchable(dir); err != nil {
+		return nil, fmt.Errorf("start containerd: Config.Dir: %w", err)
+	}
 	if err := cleanStale(ctx, l); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 
-	binDir := resolveBinDir(cfg.BinDir)
 	cacheDir := cfg.ImageCache
 	if cacheDir == "" && binDir != "" {
 		cacheDir = filepath.Join(filepath.Dir(filepath.Clean(binDir)), "images")
@@ -117,9 +135,10 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	}
 	c := &Containerd{
 		Dir: dir, Socket: l.socket, Endpoint: "unix://" + l.socket,
-		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet,
+		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet, Version: version,
 		st: instanceState{Dir: dir, Config: l.config, Socket: l.socket, RuncRoot: l.runcRoot, Runc: bins.runc,
-			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String()},
+			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String(),
+			Version: version, BinDir: binDir},
 	}
 	fail := func(err error) (*Containerd, error) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -139,7 +158,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
-	conf, err := containerdConfig(l, bins)
+	conf, err := containerdConfig(version, l, bins)
 	if err != nil {
 		return fail(fmt.Errorf("containerd config: %w", err))
 	}
@@ -159,10 +178,12 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return fail(fmt.Errorf("write pidfile: %w", err))
 	}
-	if err := waitReady(ctx, c, l); err != nil {
+	if c.RuntimeVersion, err = waitReady(ctx, c, l); err != nil {
 		return fail(err)
 	}
-	logger.V(1).Info("containerd is ready", "pid", pid, "socket", l.socket, "duration", time.Since(t0))
+	// At the default verbosity: a test log says which runtime it ran on.
+	logger.Info("containerd is ready", "containerd", version, "runtimeVersion", c.RuntimeVersion,
+		"binary", bins.containerd, "pid", pid, "socket", l.socket, "duration", time.Since(t0))
 
 	t0 = time.Now()
 	if err := importImages(ctx, bins, l, c, images); err != nil {
@@ -256,4 +277,16 @@ func cleanStale(ctx context.Context, l layout) error {
 	klog.FromContext(ctx).Info("Cleaning up a stale instance", "dir", l.dir, "bridge", st.Bridge)
 	c := &Containerd{Dir: l.dir, Socket: st.Socket, st: st}
 	return c.Stop(ctx)
+}
+
+// searchable adds search (x) permission for group and others to dir.
+func searchable(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if m := st.Mode().Perm(); m&0o011 != 0o011 {
+		return os.Chmod(dir, m|0o011)
+	}
+	return nil
 }

@@ -27,7 +27,7 @@ func requireHost(t *testing.T) {
 	var missing error
 	if os.Geteuid() != 0 {
 		missing = fmt.Errorf("not root")
-	} else if err := LookupBinaries(); err != nil {
+	} else if err := LookupBinaries(Config{}); err != nil {
 		missing = err
 	}
 	if missing == nil {

@@ -40,16 +40,17 @@ func dialCRI(socket string) (*criClient, error) {
 func (c *criClient) Close() { _ = c.conn.Close() }
 
 // checkReady asks for Version and Status and wants the runtime and the
-// network ready.
-func (c *criClient) checkReady(ctx context.Context) error {
+// network ready. It returns the runtime's version.
+func (c *criClient) checkReady(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{}); err != nil {
-		return fmt.Errorf("CRI Version: %w", err)
+	v, err := c.runtime.Version(ctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("CRI Version: %w", err)
 	}
 	st, err := c.runtime.Status(ctx, &runtimeapi.StatusRequest{})
 	if err != nil {
-		return fmt.Errorf("CRI Status: %w", err)
+		return "", fmt.Errorf("CRI Status: %w", err)
 	}
 	var notReady []string
 	for _, want := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
@@ -67,19 +68,19 @@ func (c *criClient) checkReady(ctx context.Context) error {
 		}
 	}
 	if len(notReady) > 0 {
-		return fmt.Errorf("CRI Status: %s", strings.Join(notReady, "; "))
+		return "", fmt.Errorf("CRI Status: %s", strings.Join(notReady, "; "))
 	}
-	return nil
+	return v.GetRuntimeVersion(), nil
 }
 
 // waitReady polls the CRI until it is ready, containerd exits, or the
-// deadline passes.
-func waitReady(ctx context.Context, c *Containerd, l layout) error {
+// deadline passes. It returns the runtime version CRI Version reports.
+func waitReady(ctx context.Context, c *Containerd, l layout) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	cli, err := dialCRI(l.socket)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer cli.Close()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -87,21 +88,22 @@ func waitReady(ctx context.Context, c *Containerd, l layout) error {
 	var last error
 	for {
 		if _, err := os.Stat(l.socket); err == nil {
-			if last = cli.checkReady(ctx); last == nil {
-				return nil
+			var v string
+			if v, last = cli.checkReady(ctx); last == nil {
+				return v, nil
 			}
 			if status.Code(errors.Unwrap(last)) == codes.Unimplemented {
 				// The CRI plugin failed to load: waiting will not help.
-				return fmt.Errorf("containerd serves no CRI: %w; log: %s", last, logTail(l.logFile))
+				return "", fmt.Errorf("containerd serves no CRI: %w; log: %s", last, logTail(l.logFile))
 			}
 		} else {
 			last = fmt.Errorf("socket not there yet: %w", err)
 		}
 		select {
 		case <-c.done:
-			return fmt.Errorf("containerd exited during start-up; log: %s", logTail(l.logFile))
+			return "", fmt.Errorf("containerd exited during start-up; log: %s", logTail(l.logFile))
 		case <-ctx.Done():
-			return fmt.Errorf("containerd did not become ready: %w (last: %v); log: %s",
+			return "", fmt.Errorf("containerd did not become ready: %w (last: %v); log: %s",
 				context.Cause(ctx), last, logTail(l.logFile))
 		case <-tick.C:
 		}

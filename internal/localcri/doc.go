@@ -3,6 +3,14 @@
 // a pod network and local test images of its own, so that several instances
 // (and a system containerd) can run side by side on one machine.
 //
+// Config.Version (default $NODEKIT_CONTAINERD, else "1.6") picks the
+// containerd: Debian's 1.6 with its shim and runc (config version 2), or
+// containerd 2 with its shim and a newer runc from <BinDir>/containerd2,
+// built by hack/build-containerd2.sh (config version 3, NRI off). The
+// containerd 2 directory is on the PATH of that containerd process only, so
+// a 1.6 instance beside it keeps Debian's shim and runc. Start logs the
+// version the CRI reports ("containerd is ready").
+//
 // What it owns, per instance, all under Config.Dir: containerd's root and
 // state, its gRPC and ttrpc sockets, config.toml, the runc root, the CNI
 // config and host-local IPAM state, network namespaces, logs
@@ -22,9 +30,9 @@
 // agnhost image it carries bash, curl, iproute2's ip and netcat, copied
 // from this machine with the shared libraries ldd names.
 //
-// What it does not own or do: it installs nothing (containerd, runc,
-// busybox-static, iptables and the CNI plugins in /usr/lib/cni must be
-// there), pulls nothing, never masquerades pod traffic, and does not undo
+// What it does not own or do: it installs and builds nothing (containerd,
+// runc, busybox-static, iptables and the CNI plugins in /usr/lib/cni must
+// be there; containerd 2 must have been built), pulls nothing, never masquerades pod traffic, and does not undo
 // host-wide settings the CNI plugins make (the bridge plugin turns on
 // net.ipv4.ip_forward; libcni keeps its result cache in /var/lib/cni while
 // a pod exists). Container cgroups go under the cgroupfs parent the CRI

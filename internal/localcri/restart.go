@@ -25,7 +25,7 @@ func (c *Containerd) Restart(ctx context.Context) error {
 	if c.stopped {
 		return errors.New("restart containerd: the instance was stopped")
 	}
-	bins, err := lookupBinaries()
+	bins, err := lookupBinaries(c.st.Version, c.st.BinDir)
 	if err != nil {
 		return fmt.Errorf("restart containerd: %w", err)
 	}
@@ -48,7 +48,7 @@ func (c *Containerd) Restart(ctx context.Context) error {
 	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("restart containerd: write pidfile: %w", err)
 	}
-	if err := waitReady(ctx, c, l); err != nil {
+	if _, err := waitReady(ctx, c, l); err != nil {
 		return fmt.Errorf("restart containerd: %w", err)
 	}
 	logger.V(1).Info("containerd is ready again", "pid", pid, "duration", time.Since(t0))
