@@ -3,6 +3,7 @@ package criruntime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,18 +95,30 @@ func TestSecurityIntegration(t *testing.T) {
 		})
 	}
 
-	t.Run("hostUsers false refused: containerd 1.6 has no user namespaces", func(t *testing.T) {
-		pod := busyboxPod("userns", "true")
+	t.Run("hostUsers false: a user namespace on containerd 2, refused on 1.6", func(t *testing.T) {
+		pod := busyboxPod("userns", "sh", "-c", "cat /proc/self/uid_map; id -u")
 		pod.Spec.HostUsers = ptr.To(false)
 		res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
 		if cri.Version == agenttest.ContainerdVersion2 {
-			// containerd 2 with runc 1.5 runs user namespaces.
+			// containerd 2 with runc 1.5 runs user namespaces: the
+			// container's root is an unprivileged host ID of the pod's
+			// own 65536-ID range, not host root.
 			if err := res.Err(); err != nil {
 				t.Fatalf("SyncPod on containerd 2: %v", err)
 			}
-			if st := waitExited(t, rt, pod, "app"); st.ExitCode != 0 {
-				t.Fatalf("container in a user namespace: %+v", st)
+			st := waitExited(t, rt, pod, "app")
+			b, err := os.ReadFile(st.LogPath)
+			if err != nil {
+				t.Fatal(err)
 			}
+			var inside, outside, length uint64
+			if _, err := fmt.Sscan(uidMapLine(string(b)), &inside, &outside, &length); err != nil || st.ExitCode != 0 {
+				t.Fatalf("container in a user namespace: exit %d, output %q (%v)", st.ExitCode, b, err)
+			}
+			if inside != 0 || outside == 0 || length != 65536 || outside%65536 != 0 {
+				t.Errorf("uid_map %d %d %d, want 0 -> a non-zero multiple of 65536, length 65536", inside, outside, length)
+			}
+			t.Logf("container output: %q", b)
 			killAndRemove(t, rt, pod)
 			return
 		}
@@ -149,4 +162,17 @@ func TestSecurityIntegration(t *testing.T) {
 			t.Fatalf("decision %+v, want %+v", d, want)
 		}
 	})
+}
+
+// uidMapLine is the first line of the container's log that reads as a
+// uid_map entry (the CRI log format prefixes each line with a timestamp,
+// the stream and a tag).
+func uidMapLine(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 { // time stream tag inside outside length
+			return strings.Join(f[3:], " ")
+		}
+	}
+	return ""
 }
