@@ -56,6 +56,8 @@ func TestRequestAttributes(t *testing.T) {
 		{"attach", "POST", "/attach/ns/pod/c", "create", []string{"proxy"}},
 		{"port forward", "POST", "/portForward/ns/pod", "create", []string{"proxy"}},
 		{"put", "PUT", "/exec/ns/pod/c", "update", []string{"proxy"}},
+		{"pprof", "GET", "/debug/pprof/heap", "get", []string{"proxy"}},
+		{"debug flags", "PUT", "/debug/flags/v", "update", []string{"proxy"}},
 		{"patch", "PATCH", "/x", "patch", []string{"proxy"}},
 		{"delete", "DELETE", "/x", "delete", []string{"proxy"}},
 		{"head has no verb", "HEAD", "/pods", "", []string{"pods", "proxy"}},

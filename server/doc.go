@@ -3,8 +3,9 @@
 // `port-forward` and `get --raw /api/v1/nodes/NAME/proxy/...`, and that
 // monitoring scrapes for metrics and stats. It serves /healthz, /pods,
 // /runningpods/, /containerLogs, /exec, /attach, /portForward, /metrics,
-// /metrics/probes, /metrics/resource, /stats/summary, /configz and (when
-// enabled) /checkpoint, with upstream kubelet's paths, parameters and
+// /metrics/probes, /metrics/resource, /stats/summary, /configz,
+// /debug/pprof/, /debug/flags/v (Config.SetVerbosity) and (when enabled)
+// /checkpoint, with upstream kubelet's paths, parameters and
 // status codes.
 //
 // Every request on the secure port is authenticated (x509 client

@@ -191,7 +191,7 @@ func pathBucket(path string) string {
 	}
 	switch b {
 	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes",
-		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint":
+		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug":
 		return b
 	}
 	return "other"

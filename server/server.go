@@ -52,9 +52,20 @@ type Config struct {
 	// DisableDebuggingHandlers turns off the endpoints upstream gates with
 	// enableDebuggingHandlers (on by default): /run, /exec, /attach,
 	// /portForward, /containerLogs, /runningpods, /debug/pprof and /logs
-	// answer 405 "Debug endpoints are disabled.", and /configz and
-	// /checkpoint are not served (404), as upstream.
+	// answer 405 "Debug endpoints are disabled.", and /configz,
+	// /checkpoint and /debug/flags/v are not served (404), as upstream.
 	DisableDebuggingHandlers bool
+	// DisableProfilingHandler makes /debug/pprof/ answer 405 "profiling
+	// endpoint is disabled." (upstream's enableProfilingHandler: false).
+	// Otherwise, with the debugging handlers, it serves net/http/pprof's
+	// index, cmdline, profile, symbol, trace and named profiles (GET).
+	DisableProfilingHandler bool
+	// SetVerbosity serves PUT /debug/flags/v with the debugging handlers
+	// (upstream's enableDebugFlagsHandler): it is given the body, the new
+	// log verbosity, and returns the reply ("successfully set
+	// klog.logging.verbosity to N") or an error, answered 400. Nil answers
+	// 405 "flags endpoint is disabled.".
+	SetVerbosity func(level string) (string, error)
 	// SystemLogDir is served read-only under /logs/ with the debugging
 	// handlers (upstream's enableSystemLogHandler, /var/log). "" answers
 	// 405 "logs endpoint is disabled.", as upstream with it off.
@@ -247,6 +258,7 @@ func (s *Server) routes(readOnly bool) http.Handler {
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
 	mux.HandleFunc("GET /configz", s.configz)
+	s.debugRoutes(mux)
 	if s.cfg.SystemLogDir != "" {
 		mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.SystemLogDir))))
 	} else {

@@ -47,7 +47,8 @@ func TestDebuggingHandlersDisabled(t *testing.T) {
 		{"GET", "/containerLogs/default/web/app", 400, 405}, // 400: no container instance in the fake
 		{"GET", "/runningpods/", 200, 405},
 		{"GET", "/logs/", 405, 405}, // 405 on: no SystemLogDir, "logs endpoint is disabled."
-		{"GET", "/debug/pprof/", 404, 405},
+		{"GET", "/debug/pprof/", 200, 405},
+		{"PUT", "/debug/flags/v", 405, 404}, // 405 on: no SetVerbosity, "flags endpoint is disabled."
 		{"GET", "/configz", 200, 404},
 		{"POST", "/checkpoint/default/web/app", 200, 404},
 		{"GET", "/healthz", 200, 200},

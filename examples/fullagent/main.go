@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -65,6 +66,11 @@ func main() {
 		os.Exit(1)
 	}
 	ctx = klog.NewContext(ctx, logger)
+	if contentionProfiling(cfg) {
+		// Process-global, so here rather than in a library: blocking
+		// events for /debug/pprof/block, as upstream.
+		runtime.SetBlockProfileRate(1)
+	}
 	setOpenFiles(logger, cfg.MaxOpenFiles)
 	if err := runWith(ctx, o, cfg, gates); err != nil {
 		logger.Error(err, "fullagent failed")
@@ -77,7 +83,7 @@ func main() {
 // setupLogging applies logging.verbosity, logging.vmodule and
 // logging.flushFrequency (or -v, --vmodule, --log-flush-frequency) to
 // klog, the process's logger, and returns klog's text logger or, with
-// --log-json, JSON lines on stderr at the same verbosity.
+// --log-json, JSON lines on stderr at klog's verbosity.
 func setupLogging(c logsapi.LoggingConfiguration, jsonLines bool) (logr.Logger, error) {
 	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(kfs)
@@ -92,7 +98,7 @@ func setupLogging(c logsapi.LoggingConfiguration, jsonLines bool) (logr.Logger, 
 	if d := c.FlushFrequency.Duration.Duration; d > 0 {
 		klog.StartFlushDaemon(d)
 	}
-	return newLogger(jsonLines, int(c.Verbosity)), nil
+	return newLogger(jsonLines), nil
 }
 
 // setOpenFiles raises the open-files limit to maxOpenFiles, as kubelet:

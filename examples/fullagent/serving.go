@@ -23,7 +23,7 @@ const (
 
 // servingConfig maps the KubeletConfiguration's serving fields onto sc:
 // address, port, readOnlyPort, enableServer, enableDebuggingHandlers,
-// enableSystemLogHandler, enableSystemLogQuery, tlsMinVersion, tlsCipherSuites, tlsCurvePreferences and
+// enableProfilingHandler, enableDebugFlagsHandler, enableSystemLogHandler, enableSystemLogQuery, tlsMinVersion, tlsCipherSuites, tlsCurvePreferences and
 // streamingConnectionIdleTimeout. A value that cannot be honoured is an
 // error naming the field.
 func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, sc *server.Config) error {
@@ -37,6 +37,13 @@ func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 	}
 	sc.DisableSecurePort = cfg.EnableServer != nil && !*cfg.EnableServer
 	sc.DisableDebuggingHandlers = cfg.EnableDebuggingHandlers != nil && !*cfg.EnableDebuggingHandlers
+	// /debug/pprof/ and /debug/flags/v (both on by default, and only with
+	// the debugging handlers, as upstream); the verbosity PUT sets klog's
+	// -v.
+	sc.DisableProfilingHandler = cfg.EnableProfilingHandler != nil && !*cfg.EnableProfilingHandler
+	if cfg.EnableDebugFlagsHandler == nil || *cfg.EnableDebugFlagsHandler {
+		sc.SetVerbosity = setKlogVerbosity
+	}
 	// /logs/ serves /var/log, as upstream's default (with the debugging
 	// handlers); the node log query (?query=) is not built.
 	if cfg.EnableSystemLogHandler == nil || *cfg.EnableSystemLogHandler {
@@ -105,4 +112,13 @@ func healthzServer(cfg *kubeletv1beta1.KubeletConfiguration) (*server.HealthzSer
 		return nil, fmt.Errorf("healthzBindAddress: %q is not an IP address", addr)
 	}
 	return &server.HealthzServer{Address: addr, Port: int(port)}, nil
+}
+
+// contentionProfiling reports whether enableContentionProfiling applies:
+// upstream turns on block profiling (runtime.SetBlockProfileRate(1)) when
+// it installs the profiling handler, that is with enableServer,
+// enableDebuggingHandlers and enableProfilingHandler (all on by default).
+func contentionProfiling(cfg *kubeletv1beta1.KubeletConfiguration) bool {
+	on := func(b *bool) bool { return b == nil || *b }
+	return cfg.EnableContentionProfiling && on(cfg.EnableServer) && on(cfg.EnableDebuggingHandlers) && on(cfg.EnableProfilingHandler)
 }

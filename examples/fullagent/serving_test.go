@@ -23,13 +23,15 @@ func TestServingConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sc.DisableSecurePort || sc.DisableDebuggingHandlers || sc.TLSMinVersion != tls.VersionTLS12 || sc.CipherSuites != nil ||
-		sc.CurvePreferences != nil || sc.StreamingIdleTimeout != 4*time.Hour || sc.Port != 10250 || sc.ReadOnlyPort != 0 || sc.SystemLogDir != "/var/log" {
+		sc.CurvePreferences != nil || sc.StreamingIdleTimeout != 4*time.Hour || sc.Port != 10250 || sc.ReadOnlyPort != 0 || sc.SystemLogDir != "/var/log" ||
+		sc.DisableProfilingHandler || sc.SetVerbosity == nil {
 		t.Fatalf("defaults: %+v", sc)
 	}
 
 	cfg := &kubeletv1beta1.KubeletConfiguration{
 		Address: "10.88.0.1", Port: 11250, ReadOnlyPort: 10255,
 		EnableServer: ptr.To(false), EnableDebuggingHandlers: ptr.To(false), EnableSystemLogHandler: ptr.To(false),
+		EnableProfilingHandler: ptr.To(false), EnableDebugFlagsHandler: ptr.To(false),
 		TLSMinVersion:                  "VersionTLS13",
 		TLSCipherSuites:                []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
 		TLSCurvePreferences:            []int32{23, 4588},
@@ -42,7 +44,8 @@ func TestServingConfig(t *testing.T) {
 	if !sc.DisableSecurePort || !sc.DisableDebuggingHandlers || sc.TLSMinVersion != tls.VersionTLS13 ||
 		len(sc.CipherSuites) != 1 || sc.CipherSuites[0] != tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 ||
 		len(sc.CurvePreferences) != 2 || sc.CurvePreferences[1] != tls.X25519MLKEM768 ||
-		sc.StreamingIdleTimeout != 5*time.Minute || sc.SystemLogDir != "" || sc.Address != "10.88.0.1" || sc.Port != 11250 || sc.ReadOnlyPort != 10255 {
+		sc.StreamingIdleTimeout != 5*time.Minute || sc.SystemLogDir != "" || sc.Address != "10.88.0.1" || sc.Port != 11250 || sc.ReadOnlyPort != 10255 ||
+		!sc.DisableProfilingHandler || sc.SetVerbosity != nil {
 		t.Fatalf("set: %+v", sc)
 	}
 
