@@ -233,6 +233,13 @@ func sbsObserve(ctx context.Context, client kubernetes.Interface, name string) s
 	}
 	sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].FirstTimestamp.Before(&evs.Items[j].FirstTimestamp) })
 	for _, ev := range evs.Items {
+		// kubelet may warn once that the service-account volume's
+		// kube-root-ca.crt is "not registered" when it mounts before its
+		// ConfigMap watch is set up, then mounts it on the retry: a race
+		// of the agent's start, not an outcome of the pod.
+		if ev.Reason == "FailedMount" && strings.Contains(ev.Message, "not registered") {
+			continue
+		}
 		if ev.Type == v1.EventTypeWarning {
 			o.eventReason, o.event = ev.Reason, ev.Reason+": "+strings.ReplaceAll(ev.Message, name, "<pod>")
 			break
