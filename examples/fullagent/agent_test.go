@@ -46,12 +46,21 @@ type envOption struct {
 	config string
 	flags  func(*options)
 	before func(*env) // runs before the agent starts
+	// containerd pins the runtime (agenttest.ContainerdVersion16 or 2);
+	// "" is $NODEKIT_CONTAINERD's choice.
+	containerd string
 }
 
 func startEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	cp := agenttest.StartControlPlane(t)
-	cri := agenttest.StartContainerd(t)
+	var criOpts []agenttest.ContainerdOption
+	for _, o := range opts {
+		if o.containerd != "" {
+			criOpts = append(criOpts, agenttest.WithContainerdVersion(o.containerd))
+		}
+	}
+	cri := agenttest.StartContainerd(t, criOpts...)
 	client := cp.AdminClient()
 	// No controller-manager runs: give the namespace what it would.
 	cp.SeedNamespace(t, "default")
