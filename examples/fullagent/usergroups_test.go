@@ -140,6 +140,37 @@ func TestPodSecurityContainerd2(t *testing.T) {
 		if ns := e.exec(t, got, "app", "cat", sa+"/namespace"); ns != "default" {
 			t.Errorf("projected downwardAPI namespace: %q", ns)
 		}
+		// As upstream's e2e "should mount all volumes with proper
+		// permissions with hostUsers=false": the agent's files (token,
+		// ca.crt, namespace) belong to group 0 inside, not the overflow ID.
+		if out := e.exec(t, got, "app", "sh", "-c", "stat -c %g $(find "+sa+"/ -type f)"); out != "0\n0\n0\n" {
+			t.Errorf("groups of the projected volume's files inside: %q, want three 0s", out)
+		}
+	})
+
+	t.Run("hostUsers false with fsGroup: volume files in the fsGroup inside", func(t *testing.T) {
+		// As upstream's e2e "should set FSGroup to user inside the
+		// container with hostUsers=false".
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "userns-cfg"}, Data: map[string]string{"a": "1", "b": "2"}}
+		if _, err := e.client.CoreV1().ConfigMaps("default").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := usernsPod("userns-fsgroup")
+		p.Spec.SecurityContext.FSGroup = ptr.To[int64](200)
+		p.Spec.Volumes = append(p.Spec.Volumes, v1.Volume{Name: "cfg", VolumeSource: v1.VolumeSource{
+			ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: cm.Name}}}})
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts, v1.VolumeMount{Name: "cfg", MountPath: "/vol/cfg"})
+		e.createPod(t, p)
+		got := e.waitPod(t, p.Name, time.Minute, "Running", func(p *v1.Pod) bool {
+			cs := containerStatus(p, "app")
+			return cs != nil && cs.State.Running != nil
+		})
+		if out := e.exec(t, got, "app", "sh", "-c", "stat -c %g $(find /vol/cfg/ -type f)"); out != "200\n200\n" {
+			t.Errorf("groups of the configMap's files inside: %q, want 200 for both", out)
+		}
+		if out := strings.TrimSpace(e.exec(t, got, "app", "stat", "-c", "%g", "/scratch")); out != "200" {
+			t.Errorf("group of the emptyDir inside: %q, want 200", out)
+		}
 	})
 }
 
