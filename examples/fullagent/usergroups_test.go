@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -65,7 +63,7 @@ func TestPodSecurityContainerd2(t *testing.T) {
 	}
 	// Admission reads the node's features: wait for the agent to publish
 	// containerd 2's, or a Strict pod would be refused for want of them.
-	if err := waitNodeFeature(t, e); err != nil {
+	if err := waitNodeFeatures(t.Context(), e.client, testNode); err != nil {
 		t.Fatal(err)
 	}
 
@@ -172,25 +170,6 @@ func TestPodSecurityContainerd2(t *testing.T) {
 			t.Errorf("group of the emptyDir inside: %q, want 200", out)
 		}
 	})
-}
-
-// waitNodeFeature waits for the node's status to declare
-// supplementalGroupsPolicy support.
-func waitNodeFeature(t *testing.T, e *env) error {
-	t.Helper()
-	var last *v1.NodeFeatures
-	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		n, err := e.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = n.Status.Features
-		return last != nil && ptr.Deref(last.SupplementalGroupsPolicy, false), nil
-	})
-	if err != nil {
-		return fmt.Errorf("node %s did not declare features.supplementalGroupsPolicy (last %+v): %w", testNode, last, err)
-	}
-	return nil
 }
 
 func userString(u *v1.ContainerUser) string {
