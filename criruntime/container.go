@@ -160,7 +160,22 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		}
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: hostPath})
 	}
+	idmapMounts(cfg.Mounts, ns.GetUsernsOptions())
 	return cfg, nil
+}
+
+// idmapMounts gives every mount of a container in a user namespace of the
+// pod's own (hostUsers: false) the namespace's ID mappings, as upstream
+// does: the runtime then makes idmapped bind mounts, so files the agent
+// wrote on the host as root (volumes, /etc/hosts, the termination log) are
+// owned by the pod's root inside, not by the overflow ID.
+func idmapMounts(mounts []*runtimeapi.Mount, userns *runtimeapi.UserNamespace) {
+	if userns.GetMode() != runtimeapi.NamespaceMode_POD {
+		return
+	}
+	for _, m := range mounts {
+		m.UidMappings, m.GidMappings = userns.GetUids(), userns.GetGids()
+	}
 }
 
 // terminationLogFile creates an empty, world-writable file for the container

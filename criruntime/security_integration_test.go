@@ -22,7 +22,7 @@ import (
 // everything but mkdir, which fails with EPERM.
 const blockMkdir = `{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`
 
-// TestSecurityIntegration checks on a real containerd (1.6 from Debian)
+// TestSecurityIntegration checks on a real containerd (1.6 or 2)
 // that the pod's security fields reach the container's process, and that
 // what this runtime cannot do is refused as upstream kubelet refuses it.
 func TestSecurityIntegration(t *testing.T) {
@@ -96,9 +96,18 @@ func TestSecurityIntegration(t *testing.T) {
 	}
 
 	t.Run("hostUsers false: a user namespace on containerd 2, refused on 1.6", func(t *testing.T) {
-		pod := busyboxPod("userns", "sh", "-c", "cat /proc/self/uid_map; id -u")
+		pod := busyboxPod("userns", "sh", "-c", "cat /proc/self/uid_map; id -u; cat /data/secret")
 		pod.Spec.HostUsers = ptr.To(false)
-		res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+		// A volume as the agent leaves it: a file of host root's, 0600.
+		// Container root reads it only through an idmapped mount.
+		data := t.TempDir()
+		if err := os.WriteFile(filepath.Join(data, "secret"), []byte("only-root-reads-me\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		volume := func(context.Context, *v1.Pod, *v1.Container, []string) (*nodekit.ContainerOptions, error) {
+			return &nodekit.ContainerOptions{Mounts: []nodekit.Mount{{ContainerPath: "/data", HostPath: data}}}, nil
+		}
+		res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Options: volume, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
 		if cri.Version == agenttest.ContainerdVersion2 {
 			// containerd 2 with runc 1.5 runs user namespaces: the
 			// container's root is an unprivileged host ID of the pod's
@@ -117,6 +126,9 @@ func TestSecurityIntegration(t *testing.T) {
 			}
 			if inside != 0 || outside == 0 || length != 65536 || outside%65536 != 0 {
 				t.Errorf("uid_map %d %d %d, want 0 -> a non-zero multiple of 65536, length 65536", inside, outside, length)
+			}
+			if !strings.Contains(string(b), "only-root-reads-me") {
+				t.Errorf("container root could not read host root's 0600 file on its (idmapped) volume: %q", b)
 			}
 			t.Logf("container output: %q", b)
 			killAndRemove(t, rt, pod)
@@ -138,7 +150,7 @@ func TestSecurityIntegration(t *testing.T) {
 		}
 	})
 
-	t.Run("supplementalGroupsPolicy Strict refused: the runtime reports no such feature", func(t *testing.T) {
+	t.Run("supplementalGroupsPolicy: Merge and Strict honoured on containerd 2, Strict refused on 1.6 (no such feature)", func(t *testing.T) {
 		node := &v1.Node{}
 		if err := rt.SetNodeStatus(ctx, node); err != nil {
 			t.Fatal(err)
@@ -148,6 +160,7 @@ func TestSecurityIntegration(t *testing.T) {
 			if f := node.Status.Features; f == nil || f.SupplementalGroupsPolicy == nil || !*f.SupplementalGroupsPolicy {
 				t.Fatalf("containerd 2 published features %+v, want supplementalGroupsPolicy true", f)
 			}
+			supplementalGroupsOnContainerd2(t, cri, rt)
 			return
 		}
 		if node.Status.Features != nil {
@@ -175,4 +188,44 @@ func uidMapLine(log string) string {
 		}
 	}
 	return ""
+}
+
+// supplementalGroupsOnContainerd2 runs agnhost's user-defined-in-image
+// (uid 1000, in group 50000 in the image's /etc/group) with supplemental
+// group 60000 under each policy, as upstream's e2e test does: Merge adds
+// the image's groups, Strict does not, and the container status's user is
+// what the process runs with.
+func supplementalGroupsOnContainerd2(t *testing.T, cri *agenttest.Containerd, rt *criruntime.Runtime) {
+	if !cri.HasImage(agenttest.AgnhostImage) {
+		agenttest.RequireIntegration(t, "agnhost image", errors.New("no agnhost image (build _output/bin/agnhost)"))
+	}
+	for _, tc := range []struct {
+		policy v1.SupplementalGroupsPolicy
+		groups []int64
+	}{
+		{v1.SupplementalGroupsPolicyMerge, []int64{1000, 50000, 60000}},
+		{v1.SupplementalGroupsPolicyStrict, []int64{1000, 60000}},
+	} {
+		pod := busyboxPod("groups-"+strings.ToLower(string(tc.policy)), "id", "-G")
+		pod.Spec.Containers[0].Image = agenttest.AgnhostImage
+		pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr.To[int64](1000), SupplementalGroups: []int64{60000}, SupplementalGroupsPolicy: ptr.To(tc.policy)}
+		if err := rt.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+			t.Fatalf("SyncPod %s: %v", tc.policy, err)
+		}
+		st := waitExited(t, rt, pod, "app")
+		b, err := os.ReadFile(st.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantID := strings.Trim(fmt.Sprint(tc.groups), "[]")
+		if f := strings.Fields(strings.TrimSpace(string(b))); st.ExitCode != 0 || len(f) < 4 || strings.Join(f[3:], " ") != wantID {
+			t.Errorf("%s: id -G exit %d, log %q, want %q", tc.policy, st.ExitCode, b, wantID)
+		}
+		want := &v1.ContainerUser{Linux: &v1.LinuxContainerUser{UID: 1000, GID: 1000, SupplementalGroups: tc.groups}}
+		if st.User == nil || st.User.Linux == nil || st.User.Linux.UID != want.Linux.UID || st.User.Linux.GID != want.Linux.GID ||
+			fmt.Sprint(st.User.Linux.SupplementalGroups) != fmt.Sprint(tc.groups) {
+			t.Errorf("%s: status user %+v, want %+v", tc.policy, st.User, want.Linux)
+		}
+		killAndRemove(t, rt, pod)
+	}
 }

@@ -1,6 +1,7 @@
 package criruntime
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -228,7 +229,12 @@ func TestHostUsersFalseMapsPodRange(t *testing.T) {
 	rs.handlers = []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}}}
 	is.SetFakeImages([]string{"busybox:1.36"})
 	pod := hostUsersPod()
-	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+	pod.Spec.Containers[0].TerminationMessagePath = "/dev/termination-log"
+	volume := func(context.Context, *v1.Pod, *v1.Container, []string) (*nodekit.ContainerOptions, error) {
+		return &nodekit.ContainerOptions{Mounts: []nodekit.Mount{{ContainerPath: "/data", HostPath: filepath.Join(root, "data")}},
+			PodContainerDir: filepath.Join(root, "containers")}, nil
+	}
+	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Options: volume, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -241,6 +247,17 @@ func TestHostUsersFalseMapsPodRange(t *testing.T) {
 	for _, c := range rs.containerConfigs {
 		if got := c.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); !proto.Equal(got, want) {
 			t.Fatalf("container userns %v, want %v", got, want)
+		}
+		// As upstream, every mount (the volume and the termination log)
+		// carries the namespace's mappings: the runtime idmaps it.
+		if len(c.GetMounts()) != 2 {
+			t.Fatalf("mounts %v, want the volume and the termination log", c.GetMounts())
+		}
+		for _, m := range c.GetMounts() {
+			got := &runtimeapi.UserNamespace{Mode: runtimeapi.NamespaceMode_POD, Uids: m.GetUidMappings(), Gids: m.GetGidMappings()}
+			if !proto.Equal(got, want) {
+				t.Fatalf("mount %s mappings uids %v gids %v, want %v", m.GetContainerPath(), m.GetUidMappings(), m.GetGidMappings(), ids)
+			}
 		}
 	}
 	if _, err := os.Stat(filepath.Join(root, "pods", string(pod.UID), "userns")); err != nil {
@@ -273,6 +290,28 @@ func TestHostUsersUnsetIsNodeNamespace(t *testing.T) {
 	}
 	if got := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions().GetUsernsOptions(); got.GetMode() != runtimeapi.NamespaceMode_NODE || len(got.GetUids()) != 0 {
 		t.Fatalf("userns %v, want mode NODE without mappings, as upstream", got)
+	}
+}
+
+func TestHostUsersUnsetMountsNotIdmapped(t *testing.T) {
+	r, rs, is := newFake(t)
+	is.SetFakeImages([]string{"busybox:1.36"})
+	pod := testPod(v1.Container{Name: "app", Image: "busybox:1.36", ImagePullPolicy: v1.PullIfNotPresent})
+	volume := func(context.Context, *v1.Pod, *v1.Container, []string) (*nodekit.ContainerOptions, error) {
+		return &nodekit.ContainerOptions{Mounts: []nodekit.Mount{{ContainerPath: "/data", HostPath: t.TempDir()}}}, nil
+	}
+	if err := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Options: volume, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rs.containerConfigs {
+		for _, m := range c.GetMounts() {
+			if len(m.GetUidMappings()) != 0 || len(m.GetGidMappings()) != 0 {
+				t.Fatalf("mount %s of a host-users pod has mappings %v %v", m.GetContainerPath(), m.GetUidMappings(), m.GetGidMappings())
+			}
+		}
+		if len(c.GetMounts()) != 1 {
+			t.Fatalf("mounts %v, want the volume", c.GetMounts())
+		}
 	}
 }
 

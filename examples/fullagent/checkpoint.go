@@ -125,7 +125,10 @@ func (a *agent) admissionNode(ctx context.Context, machine statusmgr.MachineInfo
 
 // localNode is the Node the agent would register, built from the machine:
 // its own labels, the registration taints, allocatable = capacity -
-// reserved.
+// reserved, and the runtime's features and handlers (as upstream's
+// initialNode runs the node status setters), so that a Strict
+// supplementalGroupsPolicy pod admitted before the API server answers is
+// judged by what the runtime supports.
 func (a *agent) localNode(ctx context.Context, machine statusmgr.MachineInfo) (*v1.Node, error) {
 	m, err := machine.Machine(ctx)
 	if err != nil {
@@ -151,6 +154,11 @@ func (a *agent) localNode(ctx context.Context, machine statusmgr.MachineInfo) (*
 			have.Sub(q)
 			node.Status.Allocatable[name] = have
 		}
+	}
+	if err := a.runtime.SetNodeStatus(ctx, node); err != nil {
+		// The node then declares no runtime features: Strict pods are
+		// refused until the runtime answers, never run without support.
+		klog.FromContext(ctx).Error(err, "Node features unknown for admission", "node", a.nodeName)
 	}
 	return node, nil
 }

@@ -50,8 +50,8 @@ func TestPodSecurity(t *testing.T) {
 	})
 
 	t.Run("supplementalGroupsPolicy Strict on containerd 1.6", func(t *testing.T) {
-		p := simplePod("strict", v1.RestartPolicyNever, "true")
-		p.Spec.SecurityContext = &v1.PodSecurityContext{SupplementalGroupsPolicy: ptr.To(v1.SupplementalGroupsPolicyStrict)}
+		// The pod TestPodSecurityContainerd2 runs on containerd 2.
+		p := groupsPod("strict", ptr.To(v1.SupplementalGroupsPolicyStrict))
 		e.createPod(t, p)
 		got := e.waitPod(t, p.Name, 30*time.Second, "rejected", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		if got.Status.Reason != "SupplementalGroupsPolicyNotSupported" || got.Status.Message != "Pod was rejected: SupplementalGroupsPolicy=Strict is not supported in this node" {
@@ -60,8 +60,7 @@ func TestPodSecurity(t *testing.T) {
 	})
 
 	t.Run("hostUsers false on containerd 1.6", func(t *testing.T) {
-		p := simplePod("userns", v1.RestartPolicyNever, "true")
-		p.Spec.HostUsers = ptr.To(false)
+		p := usernsPod("userns") // the pod TestPodSecurityContainerd2 runs on containerd 2
 		e.createPod(t, p)
 		const want = "Failed to create pod sandbox: can't set `spec.hostUsers: false`, runtime does not support user namespaces"
 		var seen string

@@ -110,8 +110,8 @@ type sbsAgent struct {
 func (a *sbsAgent) podName(c sbsCase) string { return a.name + "-" + c.pod().Name }
 
 // startSideBySide starts a control plane and both agents, each with its own
-// containerd, with seccompDefault: true.
-func startSideBySide(t *testing.T) (kubernetes.Interface, []*sbsAgent) {
+// containerd of the given version, with seccompDefault: true.
+func startSideBySide(t *testing.T, containerd string) (kubernetes.Interface, []*sbsAgent) {
 	t.Helper()
 	agenttest.SkipShort(t, "kubelet and fullagent as processes")
 	kubeletBin := findKubelet(t)
@@ -120,10 +120,7 @@ func startSideBySide(t *testing.T) (kubernetes.Interface, []*sbsAgent) {
 	agents := []*sbsAgent{{name: "kubelet", node: "sbs-kubelet"}, {name: "fullagent", node: "sbs-fullagent"}}
 	bins := map[string]string{"kubelet": kubeletBin, "fullagent": buildAgent(t)}
 	for _, a := range agents {
-		// containerd 1.6 on both passes of make test: cases 4 and 5 are
-		// the outcomes of a runtime without user namespaces and without
-		// the supplementalGroupsPolicy feature.
-		cri := agenttest.StartContainerd(t, agenttest.WithContainerdVersion(agenttest.ContainerdVersion16))
+		cri := agenttest.StartContainerd(t, agenttest.WithContainerdVersion(containerd))
 		dir := t.TempDir()
 		agenttest.UnmountBelowOnCleanup(t, dir)
 		root := filepath.Join(dir, "root")
@@ -152,7 +149,11 @@ func startSideBySide(t *testing.T) (kubernetes.Interface, []*sbsAgent) {
 }
 
 func TestSecurityPodsSideBySide(t *testing.T) {
-	client, agents := startSideBySide(t)
+	// containerd 1.6 on both passes of make test: cases 4 and 5 are the
+	// outcomes of a runtime without user namespaces and without the
+	// supplementalGroupsPolicy feature (TestUserPodsSideBySide runs the
+	// containerd 2 side).
+	client, agents := startSideBySide(t, agenttest.ContainerdVersion16)
 	ctx := t.Context()
 	start := time.Now()
 	cases := sbsCases()
