@@ -294,10 +294,22 @@ func RegisterProbeMetrics(reg prometheus.Registerer) (*ProbeMetrics, error) {
 	return m, nil
 }
 
-// ObserveProbe records one probe run.
+// ObserveProbe records one probe run. As upstream, the duration of a
+// failed probe is not observed (a timeout would skew it).
 func (m *ProbeMetrics) ObserveProbe(probeType, result, namespace, pod, podUID, container string, d time.Duration) {
 	m.ProbeTotal.WithLabelValues(probeType, result, container, pod, namespace, podUID).Inc()
-	m.ProbeDuration.WithLabelValues(probeType, container, pod, namespace).Observe(d.Seconds())
+	if result != "failed" {
+		m.ProbeDuration.WithLabelValues(probeType, container, pod, namespace).Observe(d.Seconds())
+	}
+}
+
+// ForgetProbe deletes the series of a probe whose worker stopped, as
+// upstream, so departed pods do not linger on /metrics/probes.
+func (m *ProbeMetrics) ForgetProbe(probeType, namespace, pod, podUID, container string) {
+	for _, r := range []string{"successful", "failed", "unknown"} {
+		m.ProbeTotal.DeleteLabelValues(probeType, r, container, pod, namespace, podUID)
+	}
+	m.ProbeDuration.DeleteLabelValues(probeType, container, pod, namespace)
 }
 
 // httpMetrics instrument the server itself.
