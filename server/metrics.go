@@ -102,7 +102,7 @@ type AgentMetrics struct {
 	// NodeName: 1, labelled with the node's name (SetNodeName).
 	NodeName *prometheus.GaugeVec
 	// Node start-up phases (SetNodeStartup).
-	NodeStartup NodeStartupGauges
+	NodeStartup *NodeStartupGauges
 
 	pulls *pullTracker // image pull periods per pod, for the SLI
 }

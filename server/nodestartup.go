@@ -23,11 +23,11 @@ type NodeStartupGauges struct {
 	readyDone                        bool
 }
 
-func newNodeStartupGauges() NodeStartupGauges {
+func newNodeStartupGauges() *NodeStartupGauges {
 	g := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubelet_" + name, Help: alpha(help)})
 	}
-	return NodeStartupGauges{
+	return &NodeStartupGauges{
 		PreAgent:         g("node_startup_pre_kubelet_duration_seconds", "Duration in seconds of node startup before kubelet starts."),
 		PreRegistration:  g("node_startup_pre_registration_duration_seconds", "Duration in seconds of node startup before registration."),
 		Registration:     g("node_startup_registration_duration_seconds", "Duration in seconds of node startup during registration."),
@@ -44,7 +44,7 @@ func (g *NodeStartupGauges) collectors() []prometheus.Collector {
 // (kubelet_node_startup_pre_kubelet_duration_seconds). A zero boot time
 // (unknown) leaves the pre-agent and total gauges unset.
 func (m *AgentMetrics) AgentStarted(boot, start time.Time) {
-	g := &m.NodeStartup
+	g := m.NodeStartup
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.boot, g.start = boot, start
@@ -55,7 +55,7 @@ func (m *AgentMetrics) AgentStarted(boot, start time.Time) {
 
 // RegistrationAttempted records the first attempt to register the Node.
 func (m *AgentMetrics) RegistrationAttempted(t time.Time) {
-	g := &m.NodeStartup
+	g := m.NodeStartup
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.attempt.IsZero() {
@@ -67,7 +67,7 @@ func (m *AgentMetrics) RegistrationAttempted(t time.Time) {
 // (only a new Node counts, as upstream: a restart that finds its Node
 // records no registration phases).
 func (m *AgentMetrics) NodeRegistered(t time.Time) {
-	g := &m.NodeStartup
+	g := m.NodeStartup
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.registered.IsZero() || g.attempt.IsZero() {
@@ -80,7 +80,7 @@ func (m *AgentMetrics) NodeRegistered(t time.Time) {
 
 // NodeReady records the Node's first Ready condition at t.
 func (m *AgentMetrics) NodeReady(t time.Time) {
-	g := &m.NodeStartup
+	g := m.NodeStartup
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.readyDone || g.registered.IsZero() {
