@@ -1,7 +1,10 @@
 package server
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func newAgentMetrics(t *testing.T) (*AgentMetrics, *prometheus.Registry) {
@@ -217,5 +221,28 @@ func TestForgetProbe(t *testing.T) {
 	pm.ForgetProbe("Readiness", "default", "web", "uid-1", "app")
 	if n := testutil.CollectAndCount(pm.ProbeTotal); n != 0 {
 		t.Errorf("%d probe series left after ForgetProbe", n)
+	}
+}
+
+func TestClientCertificateTTL(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	now := time.Unix(1000, 0)
+	var cert *tls.Certificate
+	if err := RegisterClientCertificateTTL(reg, func() *tls.Certificate { return cert }, clocktesting.NewFakePassiveClock(now)); err != nil {
+		t.Fatal(err)
+	}
+	value := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil || len(mfs) != 1 {
+			t.Fatalf("gather: %v %v", mfs, err)
+		}
+		return mfs[0].GetMetric()[0].GetGauge().GetValue()
+	}
+	if v := value(); !math.IsInf(v, 1) {
+		t.Errorf("TTL without a certificate = %v, want +Inf", v)
+	}
+	cert = &tls.Certificate{Leaf: &x509.Certificate{NotAfter: now.Add(90*time.Minute + 500*time.Millisecond)}}
+	if v := value(); v != 5400 {
+		t.Errorf("TTL = %v, want 5400", v)
 	}
 }

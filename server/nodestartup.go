@@ -1,7 +1,9 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/utils/clock"
 )
 
 // NodeStartupGauges are upstream's kubelet_node_startup_* gauges: how long
@@ -122,6 +125,29 @@ func RegisterProcessMetrics(reg prometheus.Registerer) error {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("server: register Go and process metrics: %w", err)
 		}
+	}
+	return nil
+}
+
+// RegisterClientCertificateTTL registers
+// kubelet_certificate_manager_client_ttl_seconds in reg: the seconds until
+// the client certificate current returns expires, read at each scrape (+Inf
+// with no valid certificate). Upstream registers it when client
+// certificate rotation is on.
+func RegisterClientCertificateTTL(reg prometheus.Registerer, current func() *tls.Certificate, clk clock.PassiveClock) error {
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kubelet_certificate_manager_client_ttl_seconds",
+		Help: alpha("Gauge of the TTL (time-to-live) of the Kubelet's client certificate. " +
+			"The value is in seconds until certificate expiry (negative if already expired). " +
+			"If client certificate is invalid or unused, the value will be +INF."),
+	}, func() float64 {
+		if c := current(); c != nil && c.Leaf != nil {
+			return math.Trunc(c.Leaf.NotAfter.Sub(clk.Now()).Seconds())
+		}
+		return math.Inf(1)
+	})
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("server: register kubelet_certificate_manager_client_ttl_seconds: %w", err)
 	}
 	return nil
 }
