@@ -360,7 +360,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		}
 		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
-			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
+			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 			Conditions:            a.nodeConditions(),
 			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,

@@ -88,8 +88,9 @@ func TestMetricsMove(t *testing.T) {
 		`kubelet_started_containers_total{container_type="init_container"}`:                   1,
 		`kubelet_node_name{node="` + testNode + `"}`:                                          1,
 		"kubelet_node_startup_pre_kubelet_duration_seconds":                                   1,
-		"go_goroutines":                 1,
-		"process_resident_memory_bytes": 1,
+		"kubelet_node_startup_duration_seconds":                                               1,
+		"go_goroutines":                                                                       1,
+		"process_resident_memory_bytes":                                                       1,
 	}
 	for series, min := range atLeast {
 		if v, ok := m[series]; !ok || v < min {
