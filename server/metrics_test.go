@@ -246,3 +246,11 @@ func TestClientCertificateTTL(t *testing.T) {
 		t.Errorf("TTL = %v, want 5400", v)
 	}
 }
+
+func TestPLEGLastSeen(t *testing.T) {
+	m, _ := newAgentMetrics(t)
+	m.SetPLEGLastSeen(time.Unix(1234, 500))
+	if got := testutil.ToFloat64(m.PLEGLastSeen); got != 1234 {
+		t.Errorf("kubelet_pleg_last_seen_seconds = %v, want 1234", got)
+	}
+}
