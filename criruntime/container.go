@@ -42,8 +42,9 @@ func targetID(st *nodekit.PodStatus, name string) string {
 
 // startContainerIn starts c; with a target, in that container's process
 // namespace (an ephemeral container's targetContainerName).
-func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Container, init bool, target string) error {
+func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Container, init bool, target string) (err error) {
 	pod := req.Pod
+	defer func() { r.metrics.StartedContainer(containerType(isEphemeral(pod), c.Name, init), failureReason(err)) }()
 	action := nodekit.ActionStartContainer
 	if init {
 		action = nodekit.ActionInitContainer

@@ -25,6 +25,12 @@
 // restart count, ...), so a restarted agent, crictl, or a kubelet taking
 // the node over (or handing it over) adopts the running containers.
 //
+// With Config.Metrics every CRI call is timed and counted under
+// upstream kubelet's operation_type names (run_podsandbox,
+// create_container, pull_image, ...), and image pulls, sandbox runs and
+// container starts feed kubelet_image_pull_duration_seconds,
+// kubelet_started_pods_total and kubelet_started_containers_total.
+//
 //	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
 //	res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: actions})
 //	if err := res.Err(); errors.Is(err, nodekit.ErrImagePull) { ... }

@@ -86,6 +86,7 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
 		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", c.Image, err), err)
 	}
+	r.metrics.ObserveImagePull(pod.UID, res.image.GetSize(), asked, r.cfg.Clock.Now())
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
 		c.Image, res.took.Truncate(time.Millisecond), r.cfg.Clock.Since(asked).Truncate(time.Millisecond), res.image.GetSize())
 	return res.image, nil

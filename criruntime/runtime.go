@@ -81,17 +81,23 @@ type Config struct {
 	// a multiple of 65536 below 2^32; 0 means 65536. New refuses other
 	// values, naming the field.
 	UserNamespaceIDsPerPod int64
+
+	// Metrics receives upstream's runtime numbers: each CRI call
+	// (kubelet_runtime_operations_*), image pulls, and sandbox and
+	// container starts. Nil discards them.
+	Metrics Metrics
 }
 
 // Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
 // concurrent use.
 type Runtime struct {
-	rs     internalapi.RuntimeService
-	is     internalapi.ImageManagerService
-	cfg    Config
-	typ    string
-	events EventRecorder
-	pulls  *puller // pull.go
+	rs      internalapi.RuntimeService
+	is      internalapi.ImageManagerService
+	cfg     Config
+	typ     string
+	events  EventRecorder
+	metrics Metrics
+	pulls   *puller // pull.go
 
 	security securityPolicy // security.go
 	userns   *usernsState   // namespaces.go
@@ -151,11 +157,17 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	if err := validIDsPerPod(cfg.UserNamespaceIDsPerPod); err != nil {
 		return nil, err
 	}
+	var metrics Metrics = noMetrics{}
+	if cfg.Metrics != nil {
+		metrics = cfg.Metrics
+		t := timer{m: metrics, clk: cfg.Clock}
+		rs, is = timedRuntime{RuntimeService: rs, t: t}, timedImages{ImageManagerService: is, t: t}
+	}
 	v, err := rs.Version(ctx, "v1")
 	if err != nil {
 		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
 	}
-	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, pulls: pulls,
+	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, metrics: metrics, pulls: pulls,
 		security: securityPolicy{seccompRoot: filepath.Join(cfg.RootDir, "seccomp"), seccompDefault: cfg.SeccompDefault, maskedPaths: hostMaskedPaths()},
 		userns:   &usernsState{cfg: usernsConfig(cfg)},
 	}

@@ -165,6 +165,7 @@ func (r *Runtime) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 		return "", nil, fail(nodekit.ErrConfigPodSandbox, fmt.Errorf("create pod log directory: %w", err))
 	}
 	id, err := r.rs.RunPodSandbox(ctx, cfg, handler)
+	r.metrics.StartedPod(err)
 	if err != nil {
 		return "", nil, fail(nodekit.ErrCreatePodSandbox, err)
 	}

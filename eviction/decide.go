@@ -66,6 +66,20 @@ func tolerates(tols []v1.Toleration, taint *v1.Taint) bool {
 // its ephemeral-storage limit. It returns the eviction message of the
 // first violation.
 func LocalStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bool) (string, bool) {
+	msg, _, bad := localStorageViolation(pod, s, dedicatedImageFs)
+	return msg, bad
+}
+
+// The kubelet_evictions signals of local-storage evictions, as upstream.
+const (
+	signalEmptyDirFsLimit           = "emptydirfs.limit"
+	signalEphemeralPodFsLimit       = "ephemeralpodfs.limit"
+	signalEphemeralContainerFsLimit = "ephemeralcontainerfs.limit"
+)
+
+// localStorageViolation is LocalStorageViolation with the violation's
+// eviction signal.
+func localStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bool) (string, string, bool) {
 	used := map[string]int64{}
 	for _, v := range s.VolumeStats {
 		used[v.Name] = u64(v.UsedBytes)
@@ -76,7 +90,7 @@ func LocalStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bo
 			continue
 		}
 		if u, ok := used[v.Name]; ok && u > ed.SizeLimit.Value() {
-			return fmt.Sprintf(emptyDirMessageFmt, v.Name, ed.SizeLimit.String()), true
+			return fmt.Sprintf(emptyDirMessageFmt, v.Name, ed.SizeLimit.String()), signalEmptyDirFsLimit, true
 		}
 	}
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})
@@ -86,7 +100,7 @@ func LocalStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bo
 			total = u64(s.EphemeralStorage.UsedBytes)
 		}
 		if total > lim.Value() {
-			return fmt.Sprintf(podStorageMessageFmt, lim.String()), true
+			return fmt.Sprintf(podStorageMessageFmt, lim.String()), signalEphemeralPodFsLimit, true
 		}
 	}
 	containerLimit := map[string]resource.Quantity{}
@@ -116,10 +130,10 @@ func LocalStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bo
 			use += u64(c.Rootfs.UsedBytes)
 		}
 		if use > lim.Value() {
-			return fmt.Sprintf(containerStorageMessageFmt, c.Name, lim.String()), true
+			return fmt.Sprintf(containerStorageMessageFmt, c.Name, lim.String()), signalEphemeralContainerFsLimit, true
 		}
 	}
-	return "", false
+	return "", "", false
 }
 
 // EvictionMessage words why pod is evicted for threshold t, as upstream:

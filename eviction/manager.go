@@ -130,7 +130,20 @@ type Config struct {
 	NodeRef *v1.ObjectReference
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
+	// Metrics counts evictions by signal (kubelet_evictions;
+	// server.AgentMetrics satisfies it). Nil discards them.
+	Metrics Metrics
 }
+
+// Metrics counts the pods the manager evicted, by eviction signal
+// (memory.available, nodefs.available, emptydirfs.limit, ...).
+type Metrics interface {
+	IncEviction(signal string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) IncEviction(string) {}
 
 // Manager is the node-pressure eviction manager: Synchronize observes the
 // node, updates the pressure conditions and evicts at most one pod;
@@ -172,6 +185,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.CleanupTimeout == 0 {
 		cfg.CleanupTimeout = 30 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -238,7 +254,8 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 			if !ok {
 				continue
 			}
-			if msg, bad := LocalStorageViolation(pod, s, m.cfg.DedicatedImageFs); bad && m.evict(ctx, pod, 1, msg, false) {
+			if msg, signal, bad := localStorageViolation(pod, s, m.cfg.DedicatedImageFs); bad && m.evict(ctx, pod, 1, msg, false) {
+				m.cfg.Metrics.IncEviction(signal)
 				evicted = append(evicted, pod)
 			}
 		}
@@ -268,6 +285,7 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 	for _, pod := range ranked {
 		msg := EvictionMessage(t, obs, pod, stats)
 		if m.evict(ctx, pod, GracePeriodFor(&t, pod, m.maxGrace()), msg, true) {
+			m.cfg.Metrics.IncEviction(string(t.Signal))
 			return []*v1.Pod{pod}, nil
 		}
 	}

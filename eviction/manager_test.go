@@ -41,7 +41,13 @@ func (f *fakeKiller) KillPod(_ context.Context, pod *v1.Pod, grace int64, status
 	return nil
 }
 
+// countedEvictions counts evictions by signal.
+type countedEvictions map[string]int
+
+func (c countedEvictions) IncEviction(signal string) { c[signal]++ }
+
 var (
+	_ Metrics         = countedEvictions(nil)
 	_ SummaryProvider = (*fakeStats)(nil)
 	_ PodKiller       = (*fakeKiller)(nil)
 )
@@ -115,12 +121,14 @@ func TestSynchronizeNeverEvictsCritical(t *testing.T) {
 	sum := nodeSummary(clk.Now(), 10, 990, 50, 100,
 		podStats(static, 500), podStats(critical, 500), podStats(normal, 10))
 	k := &fakeKiller{}
+	counted := countedEvictions{}
 	m, err := New(Config{
 		Thresholds: []Threshold{{Signal: SignalMemoryAvailable, Value: Value{Quantity: qty("100")}}},
 		Stats:      &fakeStats{sums: []*statsapi.Summary{sum}},
 		Pods:       PodListerFunc(func(context.Context) []*v1.Pod { return []*v1.Pod{static, critical, normal} }),
 		Killer:     k,
 		Clock:      clk,
+		Metrics:    counted,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +136,9 @@ func TestSynchronizeNeverEvictsCritical(t *testing.T) {
 	evicted, _ := m.Synchronize(t.Context())
 	if len(evicted) != 1 || evicted[0] != normal || len(k.killed) != 1 {
 		t.Fatalf("evicted %v, want only normal", names(evicted))
+	}
+	if len(counted) != 1 || counted["memory.available"] != 1 {
+		t.Fatalf("evictions counted %v, want memory.available 1", counted)
 	}
 	// Only critical pods left: nothing is evicted.
 	k.killed = nil
@@ -150,7 +161,9 @@ func TestSynchronizeLocalStorage(t *testing.T) {
 	fs := podStats(filler, 1)
 	fs.VolumeStats = []statsapi.VolumeStats{{Name: "scratch", FsStats: statsapi.FsStats{UsedBytes: ptr(uint64(2 << 20))}}}
 	k := &fakeKiller{}
+	counted := countedEvictions{}
 	m, err := New(Config{
+		Metrics:                       counted,
 		LocalStorageCapacityIsolation: true,
 		Stats:                         &fakeStats{sums: []*statsapi.Summary{nodeSummary(clk.Now(), 500, 500, 50, 100, fs, podStats(ok, 1))}},
 		Pods:                          PodListerFunc(func(context.Context) []*v1.Pod { return []*v1.Pod{ok, filler} }),
@@ -167,6 +180,9 @@ func TestSynchronizeLocalStorage(t *testing.T) {
 	st := k.killed[0].status
 	if st.Reason != "Evicted" || st.Message != `Usage of EmptyDir volume "scratch" exceeds the limit "1Mi". ` || len(st.Conditions) != 0 {
 		t.Errorf("status = %+v", st)
+	}
+	if len(counted) != 1 || counted["emptydirfs.limit"] != 1 {
+		t.Errorf("evictions counted %v, want emptydirfs.limit 1", counted)
 	}
 }
 

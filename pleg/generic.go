@@ -57,7 +57,30 @@ type Options struct {
 	// RelistThreshold is how long relisting may stall before Healthy
 	// reports an error (3 min).
 	RelistThreshold time.Duration
+	// Metrics receives each relist's numbers (server.AgentMetrics
+	// satisfies it). Nil discards them.
+	Metrics Metrics
 }
+
+// Metrics receives what upstream's PLEG reports: relist durations and
+// intervals, when it was last active, and the running pod and container
+// counts of each successful listing.
+type Metrics interface {
+	// ObserveRelist records a relist's duration and the time since the
+	// previous successful one started (zero for the first).
+	ObserveRelist(duration, interval time.Duration)
+	// SetPLEGLastSeen records the start of the last successful relist.
+	SetPLEGLastSeen(t time.Time)
+	// SetRunning sets the pods with a running sandbox and the containers
+	// by state (created, running, exited, unknown).
+	SetRunning(pods int, containers map[string]int)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObserveRelist(time.Duration, time.Duration) {}
+func (noMetrics) SetPLEGLastSeen(time.Time)                  {}
+func (noMetrics) SetRunning(int, map[string]int)             {}
 
 // Generic is the relist PLEG.
 type Generic struct {
@@ -85,6 +108,9 @@ func NewGeneric(rt Runtime, cache *Cache, opts Options) *Generic {
 	}
 	if opts.RelistThreshold <= 0 {
 		opts.RelistThreshold = DefaultRelistThreshold
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
 	}
 	return &Generic{
 		rt: rt, cache: cache, opts: opts,
@@ -136,6 +162,13 @@ func (g *Generic) Relist(ctx context.Context) {
 	defer g.relistMu.Unlock()
 	logger := klog.FromContext(ctx)
 	start := g.opts.Clock.Now()
+	g.healthMu.Lock()
+	var interval time.Duration
+	if !g.lastRelist.IsZero() {
+		interval = start.Sub(g.lastRelist)
+	}
+	g.healthMu.Unlock()
+	defer func() { g.opts.Metrics.ObserveRelist(g.opts.Clock.Since(start), interval) }()
 
 	pods, err := g.rt.ListPods(ctx, true)
 	if err != nil {
@@ -145,6 +178,8 @@ func (g *Generic) Relist(ctx context.Context) {
 	g.healthMu.Lock()
 	g.lastRelist = start
 	g.healthMu.Unlock()
+	g.opts.Metrics.SetPLEGLastSeen(start)
+	g.opts.Metrics.SetRunning(runningCounts(pods))
 
 	g.cur = make(map[types.UID]*nodekit.Pod, len(pods))
 	for _, p := range pods {
@@ -312,4 +347,24 @@ func transition(uid types.UID, id nodekit.ContainerID, from, to containerState) 
 		return []*Event{ev(ContainerRemoved)}
 	}
 	return []*Event{ev(ContainerDied), ev(ContainerRemoved)}
+}
+
+// runningCounts counts the pods with a running sandbox and the containers
+// by state, as upstream's kubelet_running_pods and
+// kubelet_running_containers.
+func runningCounts(pods []*nodekit.Pod) (int, map[string]int) {
+	running := 0
+	states := map[string]int{}
+	for _, p := range pods {
+		for _, c := range p.Containers {
+			states[string(c.State)]++
+		}
+		for _, sb := range p.Sandboxes {
+			if sb.State == nodekit.StateRunning {
+				running++
+				break
+			}
+		}
+	}
+	return running, states
 }

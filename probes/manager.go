@@ -39,7 +39,24 @@ type Config struct {
 	// after an agent restart do not all fire at once (as upstream). Nil
 	// means no wait; rand.Float64 from math/rand/v2 is a fine value.
 	Jitter func() float64
+	// Metrics receives each probe's result and duration
+	// (prober_probe_total, prober_probe_duration_seconds;
+	// server.ProbeMetrics satisfies it). Nil discards them.
+	Metrics Metrics
 }
+
+// Metrics receives what upstream's prober reports. probeType is
+// Liveness, Readiness or Startup; result successful, failed or unknown.
+type Metrics interface {
+	ObserveProbe(probeType, result, namespace, pod, podUID, container string, d time.Duration)
+	// ForgetProbe drops the series of a probe whose worker stopped.
+	ForgetProbe(probeType, namespace, pod, podUID, container string)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObserveProbe(string, string, string, string, string, string, time.Duration) {}
+func (noMetrics) ForgetProbe(string, string, string, string, string)                         {}
 
 // Manager runs one worker per (pod, container, probe kind) and keeps the
 // last reported result of each, keyed by container ID. It does not act on
@@ -48,11 +65,12 @@ type Config struct {
 //
 // All methods are safe for concurrent use and do not block on probes.
 type Manager struct {
-	status StatusGetter
-	clock  clock.WithTicker
-	jitter func() float64
-	prober *prober
-	start  time.Time
+	status  StatusGetter
+	clock   clock.WithTicker
+	jitter  func() float64
+	metrics Metrics
+	prober  *prober
+	start   time.Time
 
 	updates chan types.UID
 	wake    chan struct{}
@@ -95,16 +113,21 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.Recorder != nil {
 		rec = cfg.Recorder
 	}
+	var metrics Metrics = noMetrics{}
+	if cfg.Metrics != nil {
+		metrics = cfg.Metrics
+	}
 	var d Dialer = defaultDialer()
 	if cfg.Dialer != nil {
 		d = cfg.Dialer
 	}
 	return &Manager{
-		status: cfg.Status,
-		clock:  cfg.Clock,
-		jitter: cfg.Jitter,
-		prober: &prober{exec: cfg.Execer, dialer: d, transport: newTransport(d), events: rec},
-		start:  cfg.Clock.Now(),
+		status:  cfg.Status,
+		clock:   cfg.Clock,
+		jitter:  cfg.Jitter,
+		metrics: metrics,
+		prober:  &prober{exec: cfg.Execer, dialer: d, transport: newTransport(d), events: rec},
+		start:   cfg.Clock.Now(),
 
 		updates: make(chan types.UID, updatesCapacity),
 		wake:    make(chan struct{}, 1),
@@ -221,6 +244,9 @@ func (m *Manager) stopLocked(w *worker, keepStarted bool) {
 	w.stopped = true
 	if w.cancel != nil {
 		w.cancel()
+	}
+	if pod := w.pod.Load(); pod != nil {
+		m.metrics.ForgetProbe(w.key.kind.title(), pod.Namespace, pod.Name, string(pod.UID), w.key.container)
 	}
 	if m.workers[w.key] == w {
 		delete(m.workers, w.key)

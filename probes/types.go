@@ -145,3 +145,14 @@ func TerminationGracePeriod(pod *v1.Pod, c *v1.Container, kind Kind) *time.Durat
 	d := time.Duration(*p.TerminationGracePeriodSeconds) * time.Second
 	return &d
 }
+
+// metricLabel is the result label of prober_probe_total, as upstream.
+func (r Result) metricLabel() string {
+	switch r {
+	case Success:
+		return "successful"
+	case Failure:
+		return "failed"
+	}
+	return "unknown"
+}

@@ -184,10 +184,12 @@ func (w *worker) step(ctx context.Context) (keep bool) {
 		return true // the startup probe has not succeeded yet
 	}
 
+	began := w.m.clock.Now()
 	r, err := w.m.prober.probe(ctx, w.key.kind, pod, &w.container, &w.spec, &st, w.id)
 	if err != nil {
 		return true // the handler could not run: no result this round
 	}
+	w.m.metrics.ObserveProbe(w.key.kind.title(), r.metricLabel(), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
 	if r == w.last {
 		w.streak++
 	} else {

@@ -31,8 +31,26 @@
 // SPDY or WebSocket upgrade), LogLocator (CRI log files), StatsProvider
 // (the Summary API) — and answers 503 or 404 for what was not supplied.
 // Metric names for the rest of the agent are defined here
-// (RegisterAgentMetrics, RegisterProbeMetrics) and registered in a
-// registry the caller passes in.
+// (RegisterAgentMetrics, RegisterProbeMetrics, RegisterBuildInfo,
+// RegisterProcessMetrics) and registered in a registry the caller passes
+// in. The packages that produce the numbers (syncloop, pleg, criruntime,
+// eviction, probes) each declare the few methods they call as a Metrics
+// interface; AgentMetrics and ProbeMetrics satisfy them. Names, label
+// names, buckets and help texts are upstream kubelet v1.37's, help
+// included with its "[ALPHA] "/"[BETA] " stability prefix, so a scrape
+// reads as kubelet's.
+//
+// The metrics are plain github.com/prometheus/client_golang collectors,
+// not k8s.io/component-base/metrics. What component-base adds is its
+// stability framework: the prefix in the help text, which is reproduced
+// here, and hiding deprecated metrics by the binary's version, which
+// fullagent does not offer (showHiddenMetricsForVersion is refused). Its
+// lazily-created metrics only come alive once registered in one of its
+// KubeRegistries, and its legacyregistry (where its Go, process and
+// build-info collectors live) is a global, which library code here may not
+// use. client_golang's prometheus.Registerer and Gatherer are what every
+// Go program that serves metrics already has, so a vendor can hand the
+// agent its own registry.
 //
 //	pool, err := server.LoadCertPool(clientCAFile)
 //	srv, err := server.New(server.Config{

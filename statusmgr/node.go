@@ -122,7 +122,27 @@ type NodeConfig struct {
 	StatusReportFrequency time.Duration
 	// Clock stamps condition times and drives Run. Default: the real clock.
 	Clock clock.Clock
+	// Startup, when set, is told of the node's first registration attempt,
+	// of the Node being created, and of each status written with Ready
+	// true (upstream's kubelet_node_startup_* metrics; server.AgentMetrics
+	// satisfies it).
+	Startup StartupRecorder
 }
+
+// StartupRecorder receives the moments of the node's start-up.
+type StartupRecorder interface {
+	RegistrationAttempted(t time.Time)
+	// NodeRegistered: the agent created the Node (not when it existed).
+	NodeRegistered(t time.Time)
+	// NodeReady: a status with Ready true was written.
+	NodeReady(t time.Time)
+}
+
+type noStartup struct{}
+
+func (noStartup) RegistrationAttempted(time.Time) {}
+func (noStartup) NodeRegistered(time.Time)        {}
+func (noStartup) NodeReady(time.Time)             {}
 
 // NodeReporter registers the node's Node object and keeps its status fresh:
 // capacity and allocatable, addresses, nodeInfo, daemon endpoints and
@@ -160,6 +180,9 @@ func NewNodeReporter(client kubernetes.Interface, cfg NodeConfig) (*NodeReporter
 	}
 	if cfg.KubeletPort == 0 {
 		r.cfg.KubeletPort = DefaultKubeletPort
+	}
+	if cfg.Startup == nil {
+		r.cfg.Startup = noStartup{}
 	}
 	if cfg.Machine == nil {
 		r.cfg.Machine = HostMachine{}
@@ -251,6 +274,7 @@ func (r *NodeReporter) Register(ctx context.Context) error {
 
 func (r *NodeReporter) registerLocked(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	r.cfg.Startup.RegistrationAttempted(r.cfg.Clock.Now())
 	node, err := r.initialNode(ctx)
 	if err != nil {
 		return err
@@ -261,6 +285,8 @@ func (r *NodeReporter) registerLocked(ctx context.Context) error {
 		logger.Info("Registered node", "node", r.cfg.NodeName)
 		r.registered = true
 		r.lastReport = r.cfg.Clock.Now()
+		r.cfg.Startup.NodeRegistered(r.lastReport)
+		r.recordReady(node)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -373,7 +399,17 @@ func (r *NodeReporter) SyncOnce(ctx context.Context) error {
 	}
 	r.getNext = false
 	r.lastReport = r.cfg.Clock.Now()
+	r.recordReady(updated)
 	return nil
+}
+
+// recordReady tells Startup when a status written says Ready.
+func (r *NodeReporter) recordReady(node *v1.Node) {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+			r.cfg.Startup.NodeReady(r.cfg.Clock.Now())
+		}
+	}
 }
 
 // current returns the Node to compute the status from: the cached one

@@ -2,6 +2,7 @@ package syncloop
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -85,3 +86,22 @@ type ProbeWorkers interface {
 type HookRunner interface {
 	Run(ctx context.Context, pod *v1.Pod, c *v1.Container, id nodekit.ContainerID, podIP string, h *v1.LifecycleHandler) (string, error)
 }
+
+// Metrics receives the loop's numbers, as upstream's pod workers report
+// them. server.AgentMetrics satisfies it.
+type Metrics interface {
+	// ObservePodWorker records one worker step by operation_type
+	// (create, update, sync, kill, terminated).
+	ObservePodWorker(operation string, d time.Duration)
+	// ObservePodStarted records a pod's first Running status at running;
+	// firstSeen is when the configuration first saw it (zero: unknown).
+	ObservePodStarted(pod *v1.Pod, firstSeen, running time.Time)
+	// ForgetPod drops what is kept for a pod that has finished.
+	ForgetPod(uid types.UID)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) ObservePodWorker(string, time.Duration)          {}
+func (noMetrics) ObservePodStarted(*v1.Pod, time.Time, time.Time) {}
+func (noMetrics) ForgetPod(types.UID)                             {}

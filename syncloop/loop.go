@@ -72,6 +72,9 @@ type Config struct {
 	// the sync tick (1 s) and housekeeping (2 s) periods are fixed as
 	// upstream.
 	SyncPeriod time.Duration
+	// Metrics receives pod worker durations and pod start times
+	// (server.AgentMetrics satisfies it). Nil discards them.
+	Metrics Metrics
 }
 
 // Loop is the main loop of a node agent.
@@ -126,6 +129,9 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.SyncPeriod <= 0 {
 		cfg.SyncPeriod = time.Minute
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
 	if cfg.SourcesReady == nil {
 		cfg.SourcesReady = func() bool { return true }
 	}
@@ -136,14 +142,16 @@ func New(cfg Config) (*Loop, error) {
 	s := &syncer{
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
-		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs,
+		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},
 	}
+	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod)
+	w.metrics = cfg.Metrics
 	return &Loop{
 		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
-		workers: newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod),
+		workers: w,
 	}, nil
 }
 

@@ -44,6 +44,7 @@ type syncer struct {
 	clock    clock.PassiveClock
 	rootDir  string
 	nodeIPs  []string
+	metrics  Metrics
 	crash    *backoff
 	pull     *backoff
 	reasonMu sync.Mutex
@@ -121,6 +122,9 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		return true, nil
 	}
 	st := s.computeStatus(pod, rs, false)
+	if (old.Phase == v1.PodPending || old.Phase == "") && st.Phase == v1.PodRunning {
+		s.metrics.ObservePodStarted(pod, firstSeen(pod), s.clock.Now())
+	}
 	s.setStatus(ctx, pod, st)
 	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
 		return true, nil
@@ -410,7 +414,21 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit
 		return fmt.Errorf("report resources of %s/%s reclaimed: %w", pod.Namespace, pod.Name, err)
 	}
 	s.forget(pod.UID)
+	s.metrics.ForgetPod(pod.UID)
 	return nil
+}
+
+// configSeenAnnotation is when the agent's configuration first saw a pod
+// (set by podconfig's merger, as upstream's kubernetes.io/config.seen).
+const configSeenAnnotation = "kubernetes.io/config.seen"
+
+// firstSeen is the pod's config.seen time, zero when absent or unreadable.
+func firstSeen(pod *v1.Pod) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, pod.Annotations[configSeenAnnotation])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 func runningOf(rs *nodekit.PodStatus) *nodekit.Pod {

@@ -129,6 +129,7 @@ type workers struct {
 	resync time.Duration
 	// backoffBase and backoffMax bound the retry delay after errors.
 	backoffBase, backoffMax time.Duration
+	metrics                 Metrics
 
 	mu   sync.Mutex
 	pods map[types.UID]*worker
@@ -138,7 +139,7 @@ type workers struct {
 func newWorkers(s podSyncer, cache PodCache, clk clock.Clock, resync time.Duration) *workers {
 	return &workers{
 		syncer: s, cache: cache, clock: clk, resync: resync,
-		backoffBase: time.Second, backoffMax: 2 * time.Minute,
+		backoffBase: time.Second, backoffMax: 2 * time.Minute, metrics: noMetrics{},
 		pods: map[types.UID]*worker{},
 	}
 }
@@ -246,7 +247,9 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 		wk.cancel = cancel
 		w.mu.Unlock()
 
+		began := w.clock.Now()
 		err := w.step(syncCtx, phase, u, pod, mirror, running, grace, since, logger)
+		w.metrics.ObservePodWorker(operationType(phase, u.Type), w.clock.Since(began))
 		// Whether a kill or the agent stopping interrupted the step; asked
 		// before cancel, after which syncCtx.Err() is always set.
 		interrupted := syncCtx.Err() != nil
@@ -436,4 +439,21 @@ func phaseName(p workerPhase) string {
 		return "terminated"
 	}
 	return "finished"
+}
+
+// operationType is upstream's operation_type label of a pod worker step:
+// the update's type, or "terminated" for the last phase.
+func operationType(phase workerPhase, t UpdateType) string {
+	if phase == phaseTerminated {
+		return "terminated"
+	}
+	switch t {
+	case UpdateCreate:
+		return "create"
+	case UpdateSpec:
+		return "update"
+	case UpdateKill:
+		return "kill"
+	}
+	return "sync"
 }

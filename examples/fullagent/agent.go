@@ -74,7 +74,7 @@ type agent struct {
 	healthz     *server.HealthzServer  // 127.0.0.1:10248/healthz; nil with healthzPort 0
 	stats       *stats.Provider        // /stats/summary
 	apiCert     *server.CSRCertificate // nil unless serverTLSBootstrap
-	metrics     *server.AgentMetrics   // for the PLEG, the loop and eviction to report into
+	metrics     *agentMetrics          // the registries, and what the parts report into (metrics.go)
 	reclaim     *reclaim               // container GC, image GC, eviction (reclaim.go)
 	resources   *resources             // CPU, memory and topology managers (resources.go)
 	logRotation *logs.Manager          // containerLogMaxSize/MaxFiles
@@ -109,6 +109,9 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		}
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
+	if a.metrics, err = newAgentMetrics(nodeName, time.Now()); err != nil {
+		return nil, err
+	}
 	logger = logger.WithValues("node", nodeName)
 
 	var recorder record.EventRecorder = &record.FakeRecorder{}
@@ -150,6 +153,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
+		Metrics: a.metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
@@ -189,7 +193,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
 
 	cache := pleg.NewCache()
-	a.relist = pleg.NewGeneric(a.runtime, cache, pleg.Options{})
+	a.relist = pleg.NewGeneric(a.runtime, cache, pleg.Options{Metrics: a.metrics})
 	a.pleg = a.relist
 	// A runtime that streams container events gets the evented PLEG (which
 	// falls back to relisting by itself if the stream does not work).
@@ -271,7 +275,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		return nil, err
 	}
 	builder.VolumeMounts = a.volumes.ContainerMounts
-	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder})
+	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +333,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		RootDir:       o.rootDir,
 		NodeIPs:       nodeIPs,
 		SyncPeriod:    cfg.SyncFrequency.Duration,
+		Metrics:       a.metrics,
 	})
 	if err != nil {
 		return nil, err
@@ -355,7 +360,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		}
 		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
-			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime,
+			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 			Conditions:            a.nodeConditions(),
 			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
 			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,

@@ -6,7 +6,6 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -19,14 +18,10 @@ import (
 // KubeletConfiguration's authentication, authorization and TLS settings.
 // It also returns the rotating serving certificate when
 // serverTLSBootstrap is set (nil otherwise), whose Run must be started.
-func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) (*server.Server, *server.CSRCertificate, *server.AgentMetrics, error) {
+func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) (*server.Server, *server.CSRCertificate, *agentMetrics, error) {
 	cfg := a.cfg
-	reg, probeReg := prometheus.NewRegistry(), prometheus.NewRegistry()
-	metrics, err := server.RegisterAgentMetrics(reg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if _, err := server.RegisterProbeMetrics(probeReg); err != nil {
+	reg, probeReg := a.metrics.reg, a.metrics.probeReg
+	if err := a.watchCertificate(); err != nil {
 		return nil, nil, nil, err
 	}
 	configz := cfg.DeepCopy()
@@ -101,6 +96,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		ips = append(ips, net.ParseIP(s))
 	}
 	var rotating *server.CSRCertificate
+	var err error
 	switch {
 	// serverTLSBootstrap wins over tlsCertFile, as upstream.
 	case cfg.ServerTLSBootstrap && a.client != nil && !sc.DisableSecurePort:
@@ -125,7 +121,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return srv, rotating, metrics, nil
+	return srv, rotating, a.metrics, nil
 }
 
 // podsWithStatus is /pods: the loop's pods with the status the agent

@@ -103,6 +103,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		Cleanup:                       eviction.CleanupFunc(loop.PodCleanedUp),
 		Events:                        recorder,
 		NodeRef:                       nodeRef,
+		Metrics:                       a.metrics,
 	})
 	if err != nil {
 		return nil, err

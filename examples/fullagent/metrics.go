@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/component-base/version"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/server"
+	"github.com/nodekit/nodekit/stats"
+)
+
+// agentMetrics are the registries the node API serves and the metrics the
+// parts report into: built first, so the runtime, the PLEG, the probes,
+// the loop and eviction are handed them when they are built.
+type agentMetrics struct {
+	*server.AgentMetrics // /metrics: the kubelet_* metrics
+	probes               *server.ProbeMetrics
+	reg, probeReg        *prometheus.Registry
+}
+
+// newAgentMetrics registers upstream kubelet's metrics, kubernetes_build_info
+// and the Go and process collectors, and records the node's name and how
+// long after boot the agent started.
+func newAgentMetrics(nodeName string, started time.Time) (*agentMetrics, error) {
+	m := &agentMetrics{reg: prometheus.NewRegistry(), probeReg: prometheus.NewRegistry()}
+	var err error
+	if m.AgentMetrics, err = server.RegisterAgentMetrics(m.reg); err != nil {
+		return nil, err
+	}
+	if m.probes, err = server.RegisterProbeMetrics(m.probeReg); err != nil {
+		return nil, err
+	}
+	if err := server.RegisterBuildInfo(m.reg, version.Get()); err != nil {
+		return nil, err
+	}
+	if err := server.RegisterProcessMetrics(m.reg); err != nil {
+		return nil, err
+	}
+	m.SetNodeName(nodeName)
+	var boot time.Time
+	if bt, err := (stats.Machine{}).BootTime(); err == nil {
+		boot = time.Unix(bt, 0)
+	}
+	m.AgentStarted(boot, started)
+	return m, nil
+}
+
+// watchCertificate adds the client certificate's TTL when the agent
+// rotates it (as upstream, only then).
+func (a *agent) watchCertificate() error {
+	if a.certRotator == nil {
+		return nil
+	}
+	if err := server.RegisterClientCertificateTTL(a.metrics.reg, a.certRotator.Current, clock.RealClock{}); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
