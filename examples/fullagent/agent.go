@@ -137,6 +137,9 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 		recorder = a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
 	} else {
+		if err := checkStandaloneAuth(cfg); err != nil {
+			return nil, err
+		}
 		logger.Info("No --kubeconfig: running standalone, static pods only")
 	}
 
