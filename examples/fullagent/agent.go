@@ -192,14 +192,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
 
 	cache := pleg.NewCache()
-	a.relist = pleg.NewGeneric(a.runtime, cache, pleg.Options{})
-	a.pleg = a.relist
-	// A runtime that streams container events gets the evented PLEG (which
-	// falls back to relisting by itself if the stream does not work).
-	var rt any = a.runtime
-	if ev, ok := rt.(pleg.ContainerEventer); ok {
-		a.pleg = pleg.NewEvented(a.relist, ev)
-	}
+	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, gates)
 
 	// Status: the API server, or nowhere when standalone.
 	var sink nodekit.StatusSink = discardSink{}
@@ -581,6 +574,21 @@ type probeResults struct{ m *probes.Manager }
 func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
 	r, ok := p.m.Result(probes.Kind(k), id)
 	return syncloop.ProbeResult(r), ok
+}
+
+// newPLEG builds the PLEG as kubelet v1.37 does: the generic PLEG,
+// relisting every second; with the EventedPLEG gate (off by default) and a
+// runtime that streams container events, the evented PLEG over it, where
+// events also refresh their pods at once beside the same 1 s relist (and
+// which falls back to relisting alone if the stream does not work). It
+// returns the generic PLEG and the one to run.
+func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate) (*pleg.Generic, plegRunner) {
+	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	if ev, ok := rt.(pleg.ContainerEventer); ok && gates.Enabled(featureEventedPLEG) {
+		klog.FromContext(ctx).Info("EventedPLEG: CRI container events beside the relist")
+		return relist, pleg.NewEvented(relist, ev)
+	}
+	return relist, relist
 }
 
 // plegRunner is what the agent needs of a PLEG: the generic and the

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/kubeletconfig"
+	"github.com/nodekit/nodekit/pleg"
+)
+
+// TestPLEGFollowsEventedGate: as kubelet v1.37, the generic PLEG runs
+// alone unless featureGates.EventedPLEG is on, even on a runtime that
+// streams container events; with the gate, the evented PLEG runs over it.
+func TestPLEGFollowsEventedGate(t *testing.T) {
+	rt := agenttest.NewFakeRuntime(clock.RealClock{}) // streams events
+	var _ pleg.ContainerEventer = rt
+	for _, tc := range []struct {
+		name    string
+		gates   map[string]bool
+		evented bool
+	}{
+		{"default", nil, false},
+		{"gate off", map[string]bool{"EventedPLEG": false}, false},
+		{"gate on", map[string]bool{"EventedPLEG": true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gates, err := kubeletconfig.NewGates(t.Context(), tc.gates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			relist, run := newPLEG(t.Context(), rt, pleg.NewCache(), gates)
+			_, evented := run.(*pleg.Evented)
+			if evented != tc.evented {
+				t.Fatalf("evented PLEG %v, want %v (runs %T)", evented, tc.evented, run)
+			}
+			if !evented && run != plegRunner(relist) {
+				t.Fatalf("the generic PLEG runs %T, not the relist PLEG it returned", run)
+			}
+		})
+	}
+}
