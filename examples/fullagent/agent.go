@@ -619,8 +619,8 @@ func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error 
 	}, extra...)...)
 }
 
-// idsPerPod is userNamespaces.idsPerPod, 0 when unset (criruntime's
-// default, and its check of the value).
+// idsPerPod is userNamespaces.idsPerPod, 0 (criruntime's default, 65536)
+// when unset; a value set, 0 included, was validated by loadConfig.
 func idsPerPod(cfg *kubeletv1beta1.KubeletConfiguration) int64 {
 	if cfg.UserNamespaces == nil || cfg.UserNamespaces.IDsPerPod == nil {
 		return 0
