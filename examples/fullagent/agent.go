@@ -103,10 +103,8 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--root-dir: %w", err)
 	}
-	if cfg.ProtectKernelDefaults {
-		if err := cgroupmgr.CheckKernelDefaults("/proc/sys"); err != nil {
-			return nil, fmt.Errorf("protectKernelDefaults: %w", err)
-		}
+	if err := kernelTunables(ctx, cfg, gates); err != nil {
+		return nil, err
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
 	logger = logger.WithValues("node", nodeName)
@@ -366,6 +364,25 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		}
 	}
 	return a, nil
+}
+
+// kernelTunables is kubelet's start-up handling of the kernel tunables it
+// needs: with protectKernelDefaults it refuses to start when one differs
+// from its value; without (the default), it sets each that differs, and
+// fails to start when it cannot, unless it runs in a user namespace with
+// the KubeletInUserNamespace gate (on by default), as kubelet.
+func kernelTunables(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) error {
+	if cfg.ProtectKernelDefaults {
+		if err := cgroupmgr.CheckKernelDefaults("/proc/sys"); err != nil {
+			return fmt.Errorf("protectKernelDefaults: %w", err)
+		}
+		return nil
+	}
+	skip := gates.Enabled("KubeletInUserNamespace") && cgroupmgr.InUserNamespace("/proc/self")
+	if err := cgroupmgr.SetKernelDefaults(ctx, "/proc/sys", skip); err != nil {
+		return fmt.Errorf("protectKernelDefaults: false: kernel tunables: %w", err)
+	}
+	return nil
 }
 
 // sysctlAdmitter allows the kernel's safe sysctls and allowedUnsafeSysctls.

@@ -172,7 +172,7 @@ func resourceFields() []configField {
 		acted("mergeDefaultEvictionSettings", "kubeletconfig (defaults)"),
 		refused("podsPerCore", "no per-core limit"),
 		refused("enableControllerAttachDetach", "attach/detach is the controller's; nodekit attaches nothing"),
-		acted("protectKernelDefaults", "cgroupmgr (kernel tunables checked at start-up)"),
+		acted("protectKernelDefaults", "cgroupmgr (kernel tunables: true checks them at start-up, false sets those that differ, as kubelet)"),
 		noEffectField("makeIPTablesUtilChains", "nodekit never touches the host's iptables; the KUBE-IPTABLES-HINT chain is a hint for kube-proxy"),
 		noEffectField("iptablesMasqueradeBit", "deprecated upstream: no effect there either"),
 		noEffectField("iptablesDropBit", "deprecated upstream: no effect there either"),
