@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/criruntime/userns"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
@@ -141,6 +142,12 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		logger.Info("No --kubeconfig: running standalone, static pods only")
 	}
 
+	// The user-namespace ID range, as kubelet: the kubelet user's
+	// subordinate IDs (getsubids) or the default; New checks it.
+	usernsFirst, usernsLength, err := userns.NodeRange(ctx, userns.OSHost{}, uint32(idsPerPod(cfg)))
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
+	}
 	maxPulls := 0
 	if cfg.MaxParallelImagePulls != nil {
 		maxPulls = int(*cfg.MaxParallelImagePulls)
@@ -151,6 +158,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
+		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
