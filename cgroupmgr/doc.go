@@ -10,6 +10,9 @@
 // (cpu shares, CFS quota, memory and huge page limits of a pod),
 // NodeAllocatable (kubepods limits, the reservation and the allocatable
 // the node status reports) and OOMScoreAdj (a container's oom_score_adj).
+// The kernel tunables the container manager needs (KernelDefaults) are
+// checked (CheckKernelDefaults, protectKernelDefaults: true) or set
+// (SetKernelDefaults, the default), under a procfs root the caller names.
 // Sub-package oomwatch reports kernel OOM kills from /dev/kmsg.
 //
 // Cgroups are written by a Driver. The built-in cgroupfs driver writes the

@@ -108,7 +108,8 @@ func (r *Runtime) handlerSupportsUserns(ctx context.Context, handler string) err
 }
 
 func usernsConfig(cfg Config) userns.Config {
-	return userns.Config{PodsDir: filepath.Join(cfg.RootDir, "pods"), IDsPerPod: uint32(cfg.UserNamespaceIDsPerPod)} // checked by validIDsPerPod
+	return userns.Config{PodsDir: filepath.Join(cfg.RootDir, "pods"), IDsPerPod: uint32(cfg.UserNamespaceIDsPerPod), // checked by validIDsPerPod
+		FirstID: cfg.UserNamespaceFirstID, Length: cfg.UserNamespaceLength, MaxPods: cfg.UserNamespaceMaxPods}
 }
 
 // validIDsPerPod checks Config.UserNamespaceIDsPerPod with upstream's

@@ -81,6 +81,15 @@ type Config struct {
 	// a multiple of 65536 below 2^32; 0 means 65536. New refuses other
 	// values, naming the field.
 	UserNamespaceIDsPerPod int64
+	// UserNamespaceFirstID and UserNamespaceLength are the node's host ID
+	// range the pods' ranges are taken from (userns.NodeRange finds it as
+	// upstream does, from the kubelet user's subordinate IDs). Both 0 means
+	// upstream's default: every ID from UserNamespaceIDsPerPod to 2^32-1.
+	UserNamespaceFirstID, UserNamespaceLength uint32
+	// UserNamespaceMaxPods, when above 0, is how many pods the range must
+	// hold (maxPods). New refuses a range upstream would refuse
+	// (userns.Config.Validate), naming the IDs.
+	UserNamespaceMaxPods int
 
 	// Metrics receives upstream's runtime numbers: each CRI call
 	// (kubelet_runtime_operations_*), image pulls, and sandbox and
@@ -156,6 +165,10 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	}
 	if err := validIDsPerPod(cfg.UserNamespaceIDsPerPod); err != nil {
 		return nil, err
+	}
+	if err := usernsConfig(cfg).Validate(); err != nil {
+		// As kubelet, at start rather than at the first pod that asks.
+		return nil, fmt.Errorf("criruntime: create user namespace manager: %w", err)
 	}
 	var metrics Metrics = noMetrics{}
 	if cfg.Metrics != nil {

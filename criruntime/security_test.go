@@ -332,3 +332,32 @@ func TestUserNamespaceIDsPerPodChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestUserNamespaceRangeCheckedAtStart: the node's ID range is checked when
+// the runtime is built, as kubelet checks it at start, not when the first
+// pod with hostUsers: false asks.
+func TestUserNamespaceRangeCheckedAtStart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"default", Config{UserNamespaceMaxPods: 110}, ""},
+		{"subids", Config{UserNamespaceFirstID: 65536, UserNamespaceLength: 65536 * 110, UserNamespaceMaxPods: 110}, ""},
+		{"too few for maxPods", Config{UserNamespaceFirstID: 65536, UserNamespaceLength: 65536 * 10, UserNamespaceMaxPods: 110},
+			"create user namespace manager: userns: kubelet user assigned IDs are not enough to support 110 pods"},
+		{"unaligned", Config{UserNamespaceFirstID: 1000, UserNamespaceLength: 65536 * 10},
+			"kubelet user assigned ID 1000 is not a multiple of 65536"},
+		{"host root", Config{UserNamespaceFirstID: 0, UserNamespaceLength: 65536 * 10},
+			"kubelet user assigned ID 0 must be greater or equal to 65536"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := &recordingRuntime{FakeRuntimeService: critest.NewFakeRuntimeService()}
+			tc.cfg.Endpoint, tc.cfg.RootDir = "fake", t.TempDir()
+			_, err := NewFromServices(t.Context(), rs, critest.NewFakeImageService(), tc.cfg)
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("NewFromServices: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

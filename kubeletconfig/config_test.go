@@ -142,6 +142,12 @@ func TestConfigValidate(t *testing.T) {
 		{"reserved", "kubeReserved: {cpu: lots}\n", "kubeReserved[cpu]"},
 		{"taint", "registerWithTaints: [{key: a, effect: Sometimes}]\n", "registerWithTaints[0].effect"},
 		{"logging", "logging: {format: xml}\n", "logging.format"},
+		// Set, even to 0, idsPerPod is checked as kubelet does; only
+		// absent means the default.
+		{"idsPerPod zero", "userNamespaces: {idsPerPod: 0}\n", "userNamespaces.idsPerPod: Invalid value: 0: must not be less than 65536"},
+		{"idsPerPod small", "userNamespaces: {idsPerPod: 1000}\n", "userNamespaces.idsPerPod: Invalid value: 1000: must not be less than 65536"},
+		{"idsPerPod unaligned", "userNamespaces: {idsPerPod: 65537}\n", "userNamespaces.idsPerPod: Invalid value: 65537: must be a multiple of 65536"},
+		{"idsPerPod huge", "userNamespaces: {idsPerPod: 4294967296}\n", "userNamespaces.idsPerPod: Invalid value: 4294967296: must not be more than 4294967295"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Decode([]byte(header + tc.doc))
@@ -165,5 +171,11 @@ func TestConfigValidate(t *testing.T) {
 	g, _ := NewGates(context.Background(), nil)
 	if err := Validate(c, g); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
+	}
+	for _, n := range []int64{65536, 65536 * 4} {
+		c.UserNamespaces = &kubeletv1beta1.UserNamespaces{IDsPerPod: &n}
+		if err := Validate(c, g); err != nil {
+			t.Fatalf("userNamespaces.idsPerPod %d: %v", n, err)
+		}
 	}
 }

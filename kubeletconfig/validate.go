@@ -2,6 +2,7 @@ package kubeletconfig
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -37,6 +38,7 @@ func Validate(c *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureG
 	v.logs()
 	v.resources()
 	v.misc()
+	v.userNamespaces()
 	return v.errs.ToAggregate()
 }
 
@@ -412,5 +414,27 @@ func (v *validator) misc() {
 		if _, err := fmt.Sscanf(val, "%d%%", &pct); err != nil || pct < 0 || pct > 100 || fmt.Sprintf("%d%%", pct) != val {
 			v.invalid("qosReserved["+name+"]", val, "must be a percentage between 0% and 100%")
 		}
+	}
+}
+
+// userNsUnit is the length of a user-namespace ID range unit, as kubelet's.
+const userNsUnit = 65536
+
+// userNamespaces checks userNamespaces.idsPerPod as kubelet does on Linux:
+// when set (an explicit 0 included; only absent means the default 65536)
+// it must be a multiple of 65536 of at least 65536 and at most 2^32-1.
+// Kubelet reports the first rule broken only, in these words.
+func (v *validator) userNamespaces() {
+	if v.c.UserNamespaces == nil || v.c.UserNamespaces.IDsPerPod == nil {
+		return
+	}
+	const path = "userNamespaces.idsPerPod"
+	switch n := *v.c.UserNamespaces.IDsPerPod; {
+	case n < userNsUnit:
+		v.invalid(path, n, fmt.Sprintf("must not be less than %d", userNsUnit))
+	case n%userNsUnit != 0:
+		v.invalid(path, n, fmt.Sprintf("must be a multiple of %d", userNsUnit))
+	case n > math.MaxUint32:
+		v.invalid(path, n, fmt.Sprintf("must not be more than %d", int64(math.MaxUint32)))
 	}
 }

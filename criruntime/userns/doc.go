@@ -4,7 +4,11 @@
 // pod, taken from the node's range (by default every ID from IDsPerPod up to
 // 2^32-1, so host IDs below IDsPerPod, root included, are never handed
 // out), with container ID 0 mapped to the range's first host ID for both
-// UIDs and GIDs.
+// UIDs and GIDs. NodeRange finds the node's range as upstream does: the
+// subordinate IDs `getsubids kubelet` and `getsubids -g kubelet` report when
+// a kubelet user exists (through a Host, so tests fake the machine), the
+// default otherwise; Config.Validate checks it with upstream's rules and
+// words.
 //
 // Each allocation is checkpointed in the pod's directory (PODS-DIR/UID/userns,
 // the same JSON upstream writes), so an agent that restarts finds every
@@ -15,6 +19,7 @@
 // It owns the IDs only: whether the runtime supports user namespaces, and
 // the CRI request that uses the mapping, are criruntime's business.
 //
-//	a, err := userns.New(userns.Config{PodsDir: "/var/lib/kubelet/pods", MaxPods: 110})
+//	first, length, err := userns.NodeRange(ctx, userns.OSHost{}, 0)
+//	a, err := userns.New(userns.Config{PodsDir: "/var/lib/kubelet/pods", FirstID: first, Length: length, MaxPods: 110})
 //	m, err := a.Get(pod.UID) // the same range on every call, and after a restart
 package userns

@@ -27,13 +27,52 @@ type Config struct {
 	// IDsPerPod is the length of every pod's range, a multiple of 65536;
 	// 0 means DefaultIDsPerPod.
 	IDsPerPod uint32
-	// FirstID and Length are the node's range. Both 0 means upstream's
-	// default: from IDsPerPod to 2^32-1. FirstID must be a non-zero
-	// multiple of IDsPerPod and Length a multiple of IDsPerPod.
+	// FirstID and Length are the node's range (NodeRange finds it as
+	// upstream does: the kubelet user's subordinate IDs). Both 0 means
+	// upstream's default: from IDsPerPod to 2^32-1. FirstID must be a
+	// non-zero multiple of IDsPerPod and Length a multiple of IDsPerPod.
 	FirstID, Length uint32
 	// MaxPods, when above 0, is how many ranges the node's range must hold
 	// (upstream refuses to start otherwise).
 	MaxPods int
+}
+
+// sizes are IDsPerPod, FirstID and Length with the defaults applied.
+func (cfg Config) sizes() (per, first, length uint32) {
+	per = cfg.IDsPerPod
+	if per == 0 {
+		per = DefaultIDsPerPod
+	}
+	first, length = cfg.FirstID, cfg.Length
+	if first == 0 && length == 0 {
+		first, length = per, uint32((1<<32)-uint64(per))
+	}
+	return per, first, length
+}
+
+// Validate checks the ranges as upstream kubelet does when it creates its
+// user namespace manager at start, in its words: IDsPerPod a multiple of
+// 65536; the node's range starting at a non-zero multiple of IDsPerPod (so
+// host root is never mapped), its length a multiple of IDsPerPod, room for
+// MaxPods pods, and (beyond upstream) ending by 2^32. It reads nothing.
+func (cfg Config) Validate() error {
+	per, first, length := cfg.sizes()
+	switch {
+	case per%DefaultIDsPerPod != 0:
+		return fmt.Errorf("userns: kubelet user namespace length %d is not a multiple of %d", per, DefaultIDsPerPod)
+	case first%per != 0:
+		return fmt.Errorf("userns: kubelet user assigned ID %d is not a multiple of %d", first, per)
+	case first < per:
+		// ID 0 on the host must never be mapped into a pod.
+		return fmt.Errorf("userns: kubelet user assigned ID %d must be greater or equal to %d", first, per)
+	case length%per != 0:
+		return fmt.Errorf("userns: kubelet user assigned IDs length %d is not a multiple of %d", length, per)
+	case cfg.MaxPods > 0 && int(length/per) < cfg.MaxPods:
+		return fmt.Errorf("userns: kubelet user assigned IDs are not enough to support %d pods", cfg.MaxPods)
+	case uint64(first)+uint64(length) > 1<<32:
+		return fmt.Errorf("userns: range %d+%d goes past 2^32", first, length)
+	}
+	return nil
 }
 
 // Mapping is a pod's range: container IDs 0..Length-1 (UIDs and GIDs
@@ -62,30 +101,10 @@ func New(cfg Config) (*Allocator, error) {
 	if cfg.PodsDir == "" {
 		return nil, errors.New("userns: Config.PodsDir is empty")
 	}
-	per := cfg.IDsPerPod
-	if per == 0 {
-		per = DefaultIDsPerPod
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if per%DefaultIDsPerPod != 0 {
-		return nil, fmt.Errorf("userns: IDsPerPod %d is not a multiple of %d", per, DefaultIDsPerPod)
-	}
-	first, length := cfg.FirstID, cfg.Length
-	if first == 0 && length == 0 {
-		first, length = per, uint32((1<<32)-uint64(per))
-	}
-	switch {
-	case first%per != 0:
-		return nil, fmt.Errorf("userns: FirstID %d is not a multiple of %d", first, per)
-	case first < per:
-		// ID 0 on the host must never be mapped into a pod.
-		return nil, fmt.Errorf("userns: FirstID %d must be at least %d", first, per)
-	case length%per != 0:
-		return nil, fmt.Errorf("userns: Length %d is not a multiple of %d", length, per)
-	case uint64(first)+uint64(length) > 1<<32:
-		return nil, fmt.Errorf("userns: range %d+%d goes past 2^32", first, length)
-	case cfg.MaxPods > 0 && int(length/per) < cfg.MaxPods:
-		return nil, fmt.Errorf("userns: the range holds %d pods, fewer than maxPods %d", length/per, cfg.MaxPods)
-	}
+	per, first, length := cfg.sizes()
 	a := &Allocator{dir: cfg.PodsDir, perPod: per, first: first / per, used: make([]bool, length/per), byPod: map[types.UID]uint32{}}
 	entries, err := os.ReadDir(cfg.PodsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

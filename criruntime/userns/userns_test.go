@@ -21,14 +21,16 @@ func TestNewValidatesConfig(t *testing.T) {
 		want string // "" for success
 	}{
 		{"default", userns.Config{}, ""},
-		{"ids per pod not a multiple", userns.Config{IDsPerPod: 1000}, "not a multiple of 65536"},
-		{"first ID zero maps host root", userns.Config{FirstID: 0, Length: 65536 * 4}, "must be at least 65536"},
-		{"first ID unaligned", userns.Config{FirstID: 65537, Length: 65536}, "FirstID 65537 is not a multiple"},
-		{"length unaligned", userns.Config{FirstID: 65536, Length: 100}, "Length 100 is not a multiple"},
-		{"too few for maxPods", userns.Config{FirstID: 65536, Length: 65536 * 2, MaxPods: 3}, "fewer than maxPods 3"},
+		{"ids per pod not a multiple", userns.Config{IDsPerPod: 1000}, "kubelet user namespace length 1000 is not a multiple of 65536"},
+		{"first ID zero maps host root", userns.Config{FirstID: 0, Length: 65536 * 4}, "kubelet user assigned ID 0 must be greater or equal to 65536"},
+		{"first ID unaligned", userns.Config{FirstID: 65537, Length: 65536}, "kubelet user assigned ID 65537 is not a multiple of 65536"},
+		{"length unaligned", userns.Config{FirstID: 65536, Length: 100}, "kubelet user assigned IDs length 100 is not a multiple of 65536"},
+		{"too few for maxPods", userns.Config{FirstID: 65536, Length: 65536 * 2, MaxPods: 3}, "kubelet user assigned IDs are not enough to support 3 pods"},
 		{"enough for maxPods", userns.Config{FirstID: 65536, Length: 65536 * 3, MaxPods: 3}, ""},
 		{"up to 2^32", userns.Config{FirstID: 1 << 31, Length: 1 << 31}, ""},
 		{"past 2^32", userns.Config{FirstID: 1<<31 + 65536, Length: 1 << 31}, "past 2^32"},
+		{"ids per pod above the range start", userns.Config{IDsPerPod: 65536 * 2, FirstID: 65536 * 2, Length: 65536 * 3}, "kubelet user assigned IDs length 196608 is not a multiple of 131072"},
+		{"default range, maxPods", userns.Config{MaxPods: 110}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.PodsDir = t.TempDir()

@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/criruntime/userns"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
@@ -103,10 +104,8 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--root-dir: %w", err)
 	}
-	if cfg.ProtectKernelDefaults {
-		if err := cgroupmgr.CheckKernelDefaults("/proc/sys"); err != nil {
-			return nil, fmt.Errorf("protectKernelDefaults: %w", err)
-		}
+	if err := kernelTunables(ctx, cfg, gates); err != nil {
+		return nil, err
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
 	if a.metrics, err = newAgentMetrics(nodeName, time.Now()); err != nil {
@@ -140,9 +139,18 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 		recorder = a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
 	} else {
+		if err := checkStandaloneAuth(cfg); err != nil {
+			return nil, err
+		}
 		logger.Info("No --kubeconfig: running standalone, static pods only")
 	}
 
+	// The user-namespace ID range, as kubelet: the kubelet user's
+	// subordinate IDs (getsubids) or the default; New checks it.
+	usernsFirst, usernsLength, err := userns.NodeRange(ctx, userns.OSHost{}, uint32(idsPerPod(cfg)))
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
+	}
 	maxPulls := 0
 	if cfg.MaxParallelImagePulls != nil {
 		maxPulls = int(*cfg.MaxParallelImagePulls)
@@ -153,6 +161,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
+		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
 		Metrics: a.metrics,
 	})
 	if err != nil {
@@ -193,14 +202,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
 
 	cache := pleg.NewCache()
-	a.relist = pleg.NewGeneric(a.runtime, cache, pleg.Options{Metrics: a.metrics})
-	a.pleg = a.relist
-	// A runtime that streams container events gets the evented PLEG (which
-	// falls back to relisting by itself if the stream does not work).
-	var rt any = a.runtime
-	if ev, ok := rt.(pleg.ContainerEventer); ok {
-		a.pleg = pleg.NewEvented(a.relist, ev)
-	}
+	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, gates, a.metrics)
 
 	// Status: the API server, or nowhere when standalone.
 	var sink nodekit.StatusSink = discardSink{}
@@ -375,6 +377,25 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 		}
 	}
 	return a, nil
+}
+
+// kernelTunables is kubelet's start-up handling of the kernel tunables it
+// needs: with protectKernelDefaults it refuses to start when one differs
+// from its value; without (the default), it sets each that differs, and
+// fails to start when it cannot, unless it runs in a user namespace with
+// the KubeletInUserNamespace gate (on by default), as kubelet.
+func kernelTunables(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) error {
+	if cfg.ProtectKernelDefaults {
+		if err := cgroupmgr.CheckKernelDefaults("/proc/sys"); err != nil {
+			return fmt.Errorf("protectKernelDefaults: %w", err)
+		}
+		return nil
+	}
+	skip := gates.Enabled("KubeletInUserNamespace") && cgroupmgr.InUserNamespace("/proc/self")
+	if err := cgroupmgr.SetKernelDefaults(ctx, "/proc/sys", skip); err != nil {
+		return fmt.Errorf("protectKernelDefaults: false: kernel tunables: %w", err)
+	}
+	return nil
 }
 
 // sysctlAdmitter allows the kernel's safe sysctls and allowedUnsafeSysctls.
@@ -585,6 +606,21 @@ func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (sync
 	return syncloop.ProbeResult(r), ok
 }
 
+// newPLEG builds the PLEG as kubelet v1.37 does: the generic PLEG,
+// relisting every second; with the EventedPLEG gate (off by default) and a
+// runtime that streams container events, the evented PLEG over it, where
+// events also refresh their pods at once beside the same 1 s relist (and
+// which falls back to relisting alone if the stream does not work). It
+// returns the generic PLEG and the one to run.
+func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate, m pleg.Metrics) (*pleg.Generic, plegRunner) {
+	relist := pleg.NewGeneric(rt, cache, pleg.Options{Metrics: m})
+	if ev, ok := rt.(pleg.ContainerEventer); ok && gates.Enabled(featureEventedPLEG) {
+		klog.FromContext(ctx).Info("EventedPLEG: CRI container events beside the relist")
+		return relist, pleg.NewEvented(relist, ev)
+	}
+	return relist, relist
+}
+
 // plegRunner is what the agent needs of a PLEG: the generic and the
 // evented one both fit.
 type plegRunner interface {
@@ -613,8 +649,8 @@ func readyCondition(rt statusmgr.ReadinessChecker, p interface{ Healthy() error 
 	}, extra...)...)
 }
 
-// idsPerPod is userNamespaces.idsPerPod, 0 when unset (criruntime's
-// default, and its check of the value).
+// idsPerPod is userNamespaces.idsPerPod, 0 (criruntime's default, 65536)
+// when unset; a value set, 0 included, was validated by loadConfig.
 func idsPerPod(cfg *kubeletv1beta1.KubeletConfiguration) int64 {
 	if cfg.UserNamespaces == nil || cfg.UserNamespaces.IDsPerPod == nil {
 		return 0

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit/server"
@@ -52,18 +52,16 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		}
 		authns = append(authns, server.NewX509Authenticator(pool, nil))
 	}
-	webhookAuthn := cfg.Authentication.Webhook.Enabled == nil || *cfg.Authentication.Webhook.Enabled
-	switch {
-	case webhookAuthn && a.client != nil:
+	// Standalone, webhook authentication and authorization were refused
+	// at start (checkStandaloneAuth); the errors here are a second guard.
+	if webhookAuthn(cfg) {
+		if a.client == nil {
+			return nil, nil, nil, standaloneAuthn
+		}
 		// cacheTTL 0 is upstream's default (2m); negative caches nothing,
 		// as upstream.
 		authns = append(authns, server.NewTokenReviewAuthenticator(a.client.AuthenticationV1().TokenReviews(),
 			server.TokenOptions{TTL: cfg.Authentication.Webhook.CacheTTL.Duration}))
-	case webhookAuthn:
-		// Upstream's default (true) cannot be told from a value set on
-		// purpose once the configuration is defaulted; standalone there
-		// is no API server to review tokens, so none are accepted.
-		klog.FromContext(ctx).Info("No --kubeconfig: the node API accepts no bearer tokens, only client certificates (authentication.x509.clientCAFile)")
 	}
 	sc.Authenticator = server.UnionAuthenticator(authns...)
 	sc.AllowAnonymous = cfg.Authentication.Anonymous.Enabled != nil && *cfg.Authentication.Anonymous.Enabled
@@ -74,11 +72,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		sc.Authorizer = server.AlwaysAllow{}
 	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if a.client == nil {
-			// Webhook is the default; standalone there is no API server
-			// to ask, so only authentication guards the node API.
-			klog.FromContext(ctx).Info("No --kubeconfig: the node API authorizes every authenticated request")
-			sc.Authorizer = server.AlwaysAllow{}
-			break
+			return nil, nil, nil, standaloneAuthz
 		}
 		// As the token cache: 0 means upstream's defaults (5m, 30s),
 		// negative caches nothing.
@@ -122,6 +116,39 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		return nil, nil, nil, err
 	}
 	return srv, rotating, a.metrics, nil
+}
+
+// The start-up errors of webhook authentication and authorization without
+// an API server, in kubelet's words (BuildAuthn, BuildAuthz) with the field
+// and what to set instead.
+var (
+	standaloneAuthn = errors.New("authentication.webhook.enabled: true without --kubeconfig: no client provided, cannot use webhook authentication " +
+		"(set authentication.webhook.enabled: false to run standalone)")
+	standaloneAuthz = errors.New("authorization.mode: Webhook without --kubeconfig: no client provided, cannot use webhook authorization " +
+		"(set authorization.mode: AlwaysAllow to run standalone)")
+)
+
+// webhookAuthn is authentication.webhook.enabled (defaulted to true).
+func webhookAuthn(cfg *kubeletv1beta1.KubeletConfiguration) bool {
+	return cfg.Authentication.Webhook.Enabled == nil || *cfg.Authentication.Webhook.Enabled
+}
+
+// checkStandaloneAuth is called when the agent runs standalone (no
+// --kubeconfig): it refuses webhook authentication and webhook
+// authorization, as kubelet v1.37 does: with no
+// API server there is nobody to review tokens or access, and kubelet does
+// not fall back to something weaker. It runs whether or not the node API
+// is served (enableServer), as kubelet builds its authenticator either way.
+// Both refusals are reported at once; kubelet stops at the first.
+func checkStandaloneAuth(cfg *kubeletv1beta1.KubeletConfiguration) error {
+	var errs []error
+	if webhookAuthn(cfg) {
+		errs = append(errs, standaloneAuthn)
+	}
+	if cfg.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeWebhook {
+		errs = append(errs, standaloneAuthz)
+	}
+	return errors.Join(errs...)
 }
 
 // podsWithStatus is /pods: the loop's pods with the status the agent

@@ -72,6 +72,9 @@ func validateForAgent(c *kubeletv1beta1.KubeletConfiguration) error {
 		MinAge: c.ImageMinimumGCAge.Duration, MaxAge: c.ImageMaximumGCAge.Duration}).Validate()
 }
 
+// featureEventedPLEG is kubelet's EventedPLEG gate.
+const featureEventedPLEG featuregate.Feature = "EventedPLEG"
+
 // implementedGates are the gates nodekit honours away from their v1.37
 // default, and how. Any other gate set to a non-default value stops the
 // agent: nodekit would not behave as the gate asks.
@@ -84,9 +87,8 @@ func implementedGates() map[string]string {
 		"RotateKubeletServerCertificate":         "off: serverTLSBootstrap must be false",
 		"KubeletCrashLoopBackOffMax":             "off: the back-off caps at 300s, as with the gate on and the default",
 		"WindowsGracefulNodeShutdown":            "off: Windows only (needed off to turn GracefulNodeShutdown off)",
-		// nodekit runs the evented PLEG whenever the runtime streams
-		// container events (with a relisting fallback).
-		"EventedPLEG": "on: the evented PLEG, used whenever the runtime streams events",
+		// Off (the default), the generic PLEG relists alone every second.
+		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}
 }
 

@@ -19,7 +19,8 @@ func TestProtectKernelDefaults(t *testing.T) {
 	// An endpoint nothing answers on: a host with the expected tunables
 	// gets past the check and fails there, never reaching a real runtime.
 	yaml := "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nprotectKernelDefaults: true\n" +
-		"containerRuntimeEndpoint: unix://" + filepath.Join(dir, "none.sock") + "\nruntimeRequestTimeout: 1s\nstaticPodPath: " + dir + "\n"
+		"containerRuntimeEndpoint: unix://" + filepath.Join(dir, "none.sock") + "\nruntimeRequestTimeout: 1s\nstaticPodPath: " + dir + "\n" +
+		"authentication: {webhook: {enabled: false}}\nauthorization: {mode: AlwaysAllow}\n" // standalone
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,8 @@
 // kubeconfig, an upstream KubeletConfiguration file and --config-dir
 // drop-ins, so it can be swapped in for kubelet; what nodekit does not
 // implement is refused at start-up by name (fields.go, flags.go). Without
-// --kubeconfig it runs static pods only.
+// --kubeconfig it runs static pods only, and refuses webhook authentication
+// and authorization as kubelet does (set AlwaysAllow and no webhook).
 //
 // SIGINT and SIGTERM stop the agent and leave every container running: a
 // restarted agent adopts them.
