@@ -225,7 +225,8 @@ func TestHostUsersFalseOnRuntimeWithoutUserns(t *testing.T) {
 
 func TestHostUsersFalseMapsPodRange(t *testing.T) {
 	root := t.TempDir()
-	r, rs, is := newFakeWith(t, Config{RootDir: root})
+	// A node range of one pod's IDs: the range a pod gets is known.
+	r, rs, is := newFakeWith(t, Config{RootDir: root, UserNamespaceFirstID: 65536, UserNamespaceLength: 65536})
 	rs.handlers = []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{UserNamespaces: true}}}
 	is.SetFakeImages([]string{"busybox:1.36"})
 	pod := hostUsersPod()
@@ -264,8 +265,8 @@ func TestHostUsersFalseMapsPodRange(t *testing.T) {
 		t.Fatalf("no checkpoint: %v", err)
 	}
 	// A new Runtime on the same root dir (an agent restart) gives the pod
-	// the same range and the next pod another.
-	r2, rs2, is2 := newFakeWith(t, Config{RootDir: root})
+	// the same range and the next pod the other (the node range holds two).
+	r2, rs2, is2 := newFakeWith(t, Config{RootDir: root, UserNamespaceFirstID: 65536, UserNamespaceLength: 2 * 65536})
 	rs2.handlers, rs2.FakeStatus = rs.handlers, rs.FakeStatus
 	is2.SetFakeImages([]string{"busybox:1.36"})
 	other := hostUsersPod()

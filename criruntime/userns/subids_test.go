@@ -131,8 +131,8 @@ func TestNodeRangeChecked(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m != (userns.Mapping{HostID: first, Length: 65536}) {
-				t.Fatalf("first pod's range %+v, want host ID %d", m, first)
+			if m.Length != 65536 || m.HostID < first || uint64(m.HostID)+65536 > uint64(first)+uint64(length) || (m.HostID-first)%65536 != 0 {
+				t.Fatalf("first pod's range %+v, want 65536 IDs inside the kubelet user's %d+%d", m, first, length)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,6 +36,11 @@ type Config struct {
 	// MaxPods, when above 0, is how many ranges the node's range must hold
 	// (upstream refuses to start otherwise).
 	MaxPods int
+	// Pick returns where the search for a free range starts, in [0, n).
+	// Nil picks uniformly at random, as upstream does, so that a pod's host
+	// IDs cannot be predicted from the order pods started in. Tests set it
+	// to get a fixed order.
+	Pick func(n int) int
 }
 
 // sizes are IDsPerPod, FirstID and Length with the defaults applied.
@@ -91,7 +97,7 @@ type Allocator struct {
 	first  uint32 // slot 0's index in units of perPod
 	used   []bool // by slot
 	byPod  map[types.UID]uint32
-	next   int // where the search for a free slot starts (next fit)
+	pick   func(n int) int // where the search for a free slot starts
 }
 
 // New validates cfg and reads the allocations checkpointed under PodsDir.
@@ -105,7 +111,10 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	per, first, length := cfg.sizes()
-	a := &Allocator{dir: cfg.PodsDir, perPod: per, first: first / per, used: make([]bool, length/per), byPod: map[types.UID]uint32{}}
+	a := &Allocator{dir: cfg.PodsDir, perPod: per, first: first / per, used: make([]bool, length/per), byPod: map[types.UID]uint32{}, pick: cfg.Pick}
+	if a.pick == nil {
+		a.pick = rand.IntN
+	}
 	entries, err := os.ReadDir(cfg.PodsDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("userns: read %s: %w", cfg.PodsDir, err)
@@ -155,15 +164,12 @@ func (a *Allocator) Get(uid types.UID) (Mapping, error) {
 		return m, nil
 	}
 	a.reclaim()
-	slot := -1
-	for i := a.next; i < len(a.used) && slot < 0; i++ {
-		if !a.used[i] {
-			slot = i
-		}
-	}
-	for i := 0; i < a.next && slot < 0; i++ {
-		if !a.used[i] {
-			slot = i
+	// From a random slot onwards, wrapping round: the first free one.
+	slot, start := -1, a.pick(len(a.used))
+	for i := range a.used {
+		if j := (start + i) % len(a.used); !a.used[j] {
+			slot = j
+			break
 		}
 	}
 	if slot < 0 {
@@ -174,7 +180,6 @@ func (a *Allocator) Get(uid types.UID) (Mapping, error) {
 		return Mapping{}, err
 	}
 	a.used[slot], a.byPod[uid] = true, uint32(slot)
-	a.next = slot + 1
 	return m, nil
 }
 

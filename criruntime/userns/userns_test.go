@@ -45,9 +45,12 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 }
 
+// firstFree makes the search start at slot 0: a fixed order for tests.
+func firstFree(int) int { return 0 }
+
 func TestGetDefaultMappingAndCheckpoint(t *testing.T) {
 	dir := t.TempDir()
-	a, err := userns.New(userns.Config{PodsDir: dir})
+	a, err := userns.New(userns.Config{PodsDir: dir, Pick: firstFree})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +89,48 @@ func TestGetDefaultMappingAndCheckpoint(t *testing.T) {
 	}
 }
 
+func TestGetStartsAtThePickedSlot(t *testing.T) {
+	var asked []int
+	pick := func(n int) int { asked = append(asked, n); return n - 1 }
+	a, err := userns.New(userns.Config{PodsDir: t.TempDir(), FirstID: 65536, Length: 4 * 65536, Pick: pick})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last slot first, then (taken) the search wraps round to slot 0.
+	for _, want := range []uint32{4 * 65536, 65536} {
+		m, err := a.Get(types.UID(fmt.Sprint("pod-", want)))
+		if err != nil || m.HostID != want {
+			t.Fatalf("Get: %+v, %v; want host ID %d", m, err, want)
+		}
+	}
+	if len(asked) != 2 || asked[0] != 4 {
+		t.Fatalf("Pick asked %v, want twice with the 4 slots", asked)
+	}
+}
+
+func TestDefaultPickIsRandom(t *testing.T) {
+	// With 65535 slots, ten pods in a row landing on ten consecutive
+	// ranges from the first would mean the start is not random.
+	a, err := userns.New(userns.Config{PodsDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sequential := true
+	for i := range 10 {
+		m, err := a.Get(types.UID(fmt.Sprint("pod-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sequential = sequential && m.HostID == uint32(i+1)*65536
+	}
+	if sequential {
+		t.Fatal("ten pods got the first ten ranges in order: the default start is not random")
+	}
+}
+
 func TestExhaustedAndReclaim(t *testing.T) {
 	dir := t.TempDir()
-	a, err := userns.New(userns.Config{PodsDir: dir, FirstID: 65536, Length: 2 * 65536})
+	a, err := userns.New(userns.Config{PodsDir: dir, FirstID: 65536, Length: 2 * 65536, Pick: firstFree})
 	if err != nil {
 		t.Fatal(err)
 	}
