@@ -203,7 +203,7 @@ func TestWriteAtomicReadersSeeWholeVersions(t *testing.T) {
 					}
 				}
 				if err != nil {
-					readerErr = fmt.Errorf("visible path %s missing during updates: %v", k, err)
+					readerErr = fmt.Errorf("visible path %s missing during updates: %w", k, err)
 					return
 				}
 			}
