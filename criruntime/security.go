@@ -126,7 +126,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, img *runtimeapi.Imag
 	if sc.Seccomp, err = seccompFor(pod.Spec.SecurityContext, c.SecurityContext, pol); err != nil {
 		return nil, err
 	}
-	if sc.Apparmor, sc.ApparmorProfile, err = appArmorFor(pod, c); err != nil {
+	if sc.Apparmor, sc.ApparmorProfile, err = appArmorFor(pod, c); err != nil { //nolint:staticcheck // the deprecated field too, for runtimes that read only it (containerd 1.6)
 		return nil, err
 	}
 	return sc, nil
@@ -201,7 +201,7 @@ func seccompFor(psc *v1.PodSecurityContext, csc *v1.SecurityContext, pol securit
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
 	case p != nil && p.Type == v1.SeccompProfileTypeLocalhost:
 		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
-			return nil, errors.New("localhostProfile must be set if seccompProfile type is Localhost.")
+			return nil, errors.New("localhostProfile must be set if seccompProfile type is Localhost.") //nolint:staticcheck // upstream's wording
 		}
 		return &runtimeapi.SecurityProfile{
 			ProfileType:  runtimeapi.SecurityProfile_Localhost,
