@@ -126,7 +126,7 @@ func containerSecurityContext(pod *v1.Pod, c *v1.Container, img *runtimeapi.Imag
 	if sc.Seccomp, err = seccompFor(pod.Spec.SecurityContext, c.SecurityContext, pol); err != nil {
 		return nil, err
 	}
-	if sc.Apparmor, sc.ApparmorProfile, err = appArmorFor(pod, c); err != nil { //nolint:staticcheck // the deprecated field too, for runtimes that read only it (containerd 1.6)
+	if sc.Apparmor, sc.ApparmorProfile, err = appArmorFor(pod, c); err != nil {
 		return nil, err
 	}
 	return sc, nil
