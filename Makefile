@@ -1,6 +1,8 @@
 # nodekit — the two commands a newcomer needs:
 #   make run    set up the machine, start the local node environment and run the agent
 #   make test   set up the machine and run every test (unit + integration)
+# and the one a change must pass before review:
+#   make lint   golangci-lint with the house rules (.golangci.yml)
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 GO ?= go
@@ -9,7 +11,7 @@ export NODEKIT_REQUIRE_INTEGRATION ?= 1
 export NODEKIT_BIN_DIR ?= $(CURDIR)/_output/bin
 TEST_FLAGS ?= -timeout 45m
 
-.PHONY: all deps tools build vet test test-unit run up down clean
+.PHONY: all deps tools build vet lint test test-unit run up down clean
 
 all: build
 
@@ -24,6 +26,16 @@ build:
 
 vet:
 	$(GO) vet ./...
+
+# golangci-lint (the version hack/tools-lint pins) over the module, with the
+# house rules of .golangci.yml. hack/build-lint.sh builds it once into
+# _output/bin, or copies it from /var/cache/nodekit; LINT_FLAGS passes more
+# flags (e.g. LINT_FLAGS=--fix).
+GOLANGCI_LINT = $(CURDIR)/_output/bin/golangci-lint
+LINT_FLAGS ?=
+lint:
+	bash hack/build-lint.sh
+	$(GOLANGCI_LINT) run $(LINT_FLAGS) ./...
 
 # The packages whose tests start a containerd (internal/localcri and every
 # user of agenttest.StartContainerd): the runtime-facing tests, run a second

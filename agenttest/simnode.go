@@ -272,7 +272,7 @@ func (n *SimNode) SetProbe(uid types.UID, container string, kind syncloop.ProbeK
 // of the bubble is blocked, so everything the node does in reaction has
 // been done. It must be called from inside a synctest bubble.
 func (n *SimNode) Settle(d time.Duration) {
-	time.Sleep(d)
+	time.Sleep(d) //nolint:forbidigo // inside a synctest bubble this advances the bubble's fake clock
 	synctest.Wait()
 }
 
@@ -289,7 +289,7 @@ func (n *SimNode) WaitFor(ctx context.Context, uid types.UID, cond func(v1.PodSt
 		case <-ctx.Done():
 			return st, fmt.Errorf("agenttest: pod %s: condition not reached (phase %q, %d container statuses): %w",
 				uid, st.Phase, len(st.ContainerStatuses), ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond): //nolint:forbidigo // fake time in a synctest bubble; outside one, polls a real node
 		}
 	}
 }

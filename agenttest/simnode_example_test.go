@@ -47,7 +47,7 @@ func ExampleSimNode() {
 	fmt.Println("restarts:", st.ContainerStatuses[0].RestartCount, "last exit:", last.ExitCode, last.Reason, err)
 
 	cancel()
-	<-done
+	_ = <-done // the node's Run returns once ctx is cancelled
 	// Output:
 	// Running <nil>
 	// restarts: 1 last exit: 2 Error <nil>

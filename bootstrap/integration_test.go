@@ -103,7 +103,7 @@ func TestBootstrapIntegration(t *testing.T) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- rot.Run(runCtx) }()
-	t.Cleanup(func() { stopRun(); <-runDone })
+	t.Cleanup(func() { stopRun(); _ = <-runDone })
 	rotClient := rot.ClientConfig()
 	expectNodeIdentity(ctx, t, rotClient)
 	select {

@@ -86,7 +86,7 @@ func (r requester) request(ctx context.Context, keyFile string) (certPEM, keyPEM
 
 	reqName, uid, err := csr.RequestCertificateWithContext(waitCtx, r.client, csrPEM, name, SignerName, nil, usages, key)
 	if err != nil {
-		if context.Cause(waitCtx) == errWaitTimeout {
+		if errors.Is(context.Cause(waitCtx), errWaitTimeout) {
 			return nil, nil, fmt.Errorf("CSR %s could not be created within %v: %w", name, r.timeout, err)
 		}
 		return nil, nil, err
@@ -97,7 +97,7 @@ func (r requester) request(ctx context.Context, keyFile string) (certPEM, keyPEM
 		if ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("CSR %s: %w", reqName, ctx.Err())
 		}
-		return nil, nil, r.explain(ctx, reqName, keyFile, context.Cause(waitCtx) == errWaitTimeout, err)
+		return nil, nil, r.explain(ctx, reqName, keyFile, errors.Is(context.Cause(waitCtx), errWaitTimeout), err)
 	}
 	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
 		return nil, nil, fmt.Errorf("CSR %s issued an unusable certificate: %w", reqName, err)
@@ -113,7 +113,7 @@ func (r requester) explain(ctx context.Context, name, keyFile string, timedOut b
 	req, err := r.client.CertificatesV1().CertificateSigningRequests().Get(lookupCtx, name, metav1.GetOptions{})
 	if err != nil {
 		if timedOut {
-			return fmt.Errorf("CSR %s: no certificate issued within %v (and reading it failed: %v)", name, r.timeout, err)
+			return fmt.Errorf("CSR %s: no certificate issued within %v (and reading it failed: %w)", name, r.timeout, err)
 		}
 		return fmt.Errorf("CSR %s: %w", name, waitErr)
 	}

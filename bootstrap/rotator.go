@@ -69,7 +69,7 @@ func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator
 	}
 	if pair, err := files.Current(); err == nil {
 		r.cert = pair
-	} else if _, none := err.(*certificate.NoCertKeyError); !none {
+	} else if !errors.As(err, new(*certificate.NoCertKeyError)) {
 		return nil, fmt.Errorf("bootstrap: current client certificate in %s: %w", cfg.CertDir, err)
 	}
 	subject := nodeSubject(cfg.NodeName)

@@ -150,7 +150,7 @@ func TestRealCgroups(t *testing.T) {
 	go func() { exited <- cmd.Wait() }() // reaps it, so the cgroup empties
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		_ = <-exited // killed: Wait reports the signal
 	})
 	pid := strconv.Itoa(cmd.Process.Pid)
 	if err := os.WriteFile(cgFile(v, "memory", parent, "cgroup.procs", "cgroup.procs"), []byte(pid), 0o644); err != nil {
@@ -234,7 +234,7 @@ func TestRealCgroup2Subtree(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-exited
+		_ = <-exited // killed: Wait reports the signal
 	})
 	dir := filepath.Join(root, name.ToCgroupfs())
 	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {

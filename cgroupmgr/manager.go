@@ -273,8 +273,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		if m.cfg.Driver == DriverSystemd {
 			name = ParseSystemd(r.cgroup)
 		}
-		if ok, err := d.Exists(ctx, name); err != nil || !ok {
-			return fmt.Errorf("cgroupmgr: enforce %s on %q: the cgroup does not exist (%v)", r.key, r.cgroup, err)
+		if ok, err := d.Exists(ctx, name); err != nil {
+			return fmt.Errorf("cgroupmgr: enforce %s on %q: %w", r.key, r.cgroup, err)
+		} else if !ok {
+			return fmt.Errorf("cgroupmgr: enforce %s on %q: the cgroup does not exist", r.key, r.cgroup)
 		}
 		if err := d.Apply(ctx, name, configForLimits(r.limits, !m.enforce[r.key])); err != nil {
 			return fmt.Errorf("cgroupmgr: enforce %s on %q: %w", r.key, r.cgroup, err)

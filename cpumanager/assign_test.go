@@ -69,7 +69,7 @@ func TestTakeDistributedMatchesUpstream(t *testing.T) {
 	for _, c := range commonAssignCases() {
 		cases = append(cases, distCase{c, 1})
 	}
-	for _, c := range []distCase{
+	cases = append(cases, []distCase{
 		{assignCase{"4 cores, 2 per NUMA node", dualSocketHT, "0-11", 8, "0-3,6-9", false}, 1},
 		{assignCase{"32 cores, 8 per NUMA node", dualSocketMultiNUMAHT, "0-79", 64, "0-7,10-17,20-27,30-37,40-47,50-57,60-67,70-77", false}, 1},
 		{assignCase{"24 cores over the first 3 nodes", dualSocketMultiNUMAHT, "0-79", 48, "0-7,10-17,20-27,40-47,50-57,60-67", false}, 1},
@@ -88,9 +88,7 @@ func TestTakeDistributedMatchesUpstream(t *testing.T) {
 		{assignCase{"live machine regression", dualSocketMultiNUMAHTLarge,
 			"0,128,30,31,158,159,43-47,171-175,62,63,190,191,75-79,203-207,94,96,222,223,101-111,229-239,126,127,254,255", 28,
 			"43-47,75-79,96,101-105,171-174,203-206,229-232", false}, 1},
-	} {
-		cases = append(cases, c)
-	}
+	}...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLayout(tc.topo(t))

@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		err = fmt.Errorf("configured policy %q differs from state checkpoint policy %q", m.policy, policy)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cpumanager: could not restore state from checkpoint: %v, please drain this node and delete the CPU manager checkpoint file %q before restarting Kubelet", err, m.path)
+		return nil, fmt.Errorf("cpumanager: could not restore state from checkpoint: %w, please drain this node and delete the CPU manager checkpoint file %q before restarting Kubelet", err, m.path)
 	}
 	if m.static != nil {
 		if err := m.static.validate(&st); err != nil {

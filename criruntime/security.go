@@ -201,7 +201,7 @@ func seccompFor(psc *v1.PodSecurityContext, csc *v1.SecurityContext, pol securit
 		return &runtimeapi.SecurityProfile{ProfileType: runtimeapi.SecurityProfile_RuntimeDefault}, nil
 	case p != nil && p.Type == v1.SeccompProfileTypeLocalhost:
 		if p.LocalhostProfile == nil || *p.LocalhostProfile == "" {
-			return nil, errors.New("localhostProfile must be set if seccompProfile type is Localhost.")
+			return nil, errors.New("localhostProfile must be set if seccompProfile type is Localhost.") //nolint:staticcheck // upstream's wording
 		}
 		return &runtimeapi.SecurityProfile{
 			ProfileType:  runtimeapi.SecurityProfile_Localhost,

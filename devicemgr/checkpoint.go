@@ -33,7 +33,7 @@ func (m *Manager) restore() error {
 	}
 	entries, registered, err := checkpoint.Unmarshal(b)
 	if err != nil {
-		return fmt.Errorf("devicemgr: %w: %s: %v; drain the node and delete the file", ErrCorruptCheckpoint, m.ckPath, err)
+		return fmt.Errorf("devicemgr: %w: %s: %w; drain the node and delete the file", ErrCorruptCheckpoint, m.ckPath, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -33,7 +33,7 @@ func startEvented(t *testing.T, fake *agenttest.FakeRuntime) (*countingRuntime, 
 	e := pleg.NewEvented(g, fake)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go e.Run(ctx)
+	go func() { _ = e.Run(ctx) }()
 	synctest.Wait()
 	return rt, e, cache
 }

@@ -187,9 +187,7 @@ func (g *Generic) Relist(ctx context.Context) {
 	}
 	byPod := map[types.UID][]*Event{}
 	for uid := range union(g.old, g.cur) {
-		for _, ev := range podEvents(uid, g.old[uid], g.cur[uid]) {
-			byPod[uid] = append(byPod[uid], ev)
-		}
+		byPod[uid] = append(byPod[uid], podEvents(uid, g.old[uid], g.cur[uid])...)
 	}
 
 	failed := map[types.UID]*nodekit.Pod{}

@@ -75,7 +75,7 @@ func TestEventedOnContainerd(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); _ = <-done })
 
 	st, err := rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
 	if err != nil {

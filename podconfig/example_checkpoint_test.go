@@ -51,7 +51,7 @@ func ExampleNewCheckpointSource() {
 	u := <-m.Updates()
 	fmt.Printf("%s from %s: %s/%s; all sources seen: %v\n", u.Op, u.Source, u.Pods[0].Namespace, u.Pods[0].Name, m.SeenAllSources())
 	cancel()
-	<-done
+	_ = <-done // Run returns once ctx is cancelled
 	// Output:
 	// ADD from api: edge/web; all sources seen: true
 }

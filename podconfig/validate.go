@@ -18,10 +18,9 @@ import (
 func validatePod(pod *v1.Pod, prefix string) []FieldError {
 	v := validator{prefix: prefix}
 	meta := field.NewPath("metadata")
-	switch {
-	case pod.Name == "":
+	if pod.Name == "" {
 		v.add(meta.Child("name"), "required")
-	default:
+	} else {
 		v.dnsSubdomain(meta.Child("name"), pod.Name)
 	}
 	if pod.Namespace != "" {

@@ -148,7 +148,7 @@ func (d *DNSConfigurer) hostConfig() (*nodekit.DNSConfig, error) {
 	}
 	cfg, err := parseResolvConf(data)
 	if err != nil {
-		return nil, fmt.Errorf("Encountered error while parsing resolv conf file. Error: %w", err) // upstream's wording
+		return nil, fmt.Errorf("Encountered error while parsing resolv conf file. Error: %w", err) //nolint:staticcheck // upstream's wording
 	}
 	return cfg, nil
 }

@@ -135,7 +135,9 @@ func TestHTTPProbe(t *testing.T) {
 		spec = httpProbe(intstr.FromInt32(int32(port)), "/ok", func(a *v1.HTTPGetAction) {
 			a.HTTPHeaders = []v1.HTTPHeader{{Name: "User-Agent", Value: "mine"}, {Name: "Accept", Value: ""}}
 		})
-		newProber(discardEvents{}).run(testCtx(t), spec, c, "127.0.0.1", cid("c1"))
+		if _, msg, err := newProber(discardEvents{}).run(testCtx(t), spec, c, "127.0.0.1", cid("c1")); err != nil {
+			t.Fatalf("probe with headers: %q %v", msg, err)
+		}
 		mu.Lock()
 		r = seen
 		mu.Unlock()

@@ -108,7 +108,7 @@ func TestContainerdIntegration(t *testing.T) {
 		go func() { done <- m.Run(mctx) }()
 		defer func() {
 			cancel()
-			<-done
+			_ = <-done
 		}()
 		m.AddPod(ctx, pod)
 		waitResult(t, m, Liveness, id, Success)

@@ -252,7 +252,7 @@ func (m *Manager) stopLocked(w *worker, keepStarted bool) {
 		delete(m.workers, w.key)
 	}
 	for key, e := range m.results {
-		if e.w == w && !(keepStarted && e.result == Success) {
+		if e.w == w && (!keepStarted || e.result != Success) {
 			delete(m.results, key)
 		}
 	}

@@ -93,7 +93,7 @@ func authServer(t *testing.T, authn Authenticator, authz Authorizer, anonymous b
 	s.secure = s.withAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ran.Add(1)
 		u, _ := UserFrom(r.Context())
-		w.Write([]byte("ran as " + u.Name))
+		_, _ = w.Write([]byte("ran as " + u.Name))
 	}))
 	return s, &ran
 }
@@ -274,19 +274,25 @@ func TestSubjectAccessReviewAuthorizer(t *testing.T) {
 	if ok, _, _ := a.Authorize(ctx, attrs("alice", "stats")); ok {
 		t.Fatal("alice/stats allowed")
 	}
-	a.Authorize(ctx, attrs("alice", "proxy"))
-	a.Authorize(ctx, attrs("alice", "stats"))
+	authorize := func(verb string, want bool) {
+		t.Helper()
+		if ok, _, _ := a.Authorize(ctx, attrs("alice", verb)); ok != want {
+			t.Fatalf("alice/%s allowed = %v, want %v", verb, ok, want)
+		}
+	}
+	authorize("proxy", true)
+	authorize("stats", false)
 	if n := fake.calls.Load(); n != 2 {
 		t.Fatalf("%d reviews, want 2 (both answers cached)", n)
 	}
 	clk.Step(DefaultDenyCacheTTL)
-	a.Authorize(ctx, attrs("alice", "proxy"))
-	a.Authorize(ctx, attrs("alice", "stats"))
+	authorize("proxy", true)
+	authorize("stats", false)
 	if n := fake.calls.Load(); n != 3 {
 		t.Fatalf("%d reviews after the deny TTL, want 3 (only the deny expired)", n)
 	}
 	clk.Step(DefaultAllowCacheTTL)
-	a.Authorize(ctx, attrs("alice", "proxy"))
+	authorize("proxy", true)
 	if n := fake.calls.Load(); n != 4 {
 		t.Fatalf("%d reviews after the allow TTL", n)
 	}

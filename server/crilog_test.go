@@ -219,7 +219,9 @@ func TestReadLogFollow(t *testing.T) {
 			return
 		}
 		defer f.Close()
-		f.WriteString(s)
+		if _, err := f.WriteString(s); err != nil {
+			t.Error(err)
+		}
 	}
 	var running atomic.Bool
 	running.Store(true)

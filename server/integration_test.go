@@ -34,7 +34,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/httpstream" //nolint:staticcheck // client-go v0.37's portforward takes this package's Dialer
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -565,7 +565,7 @@ func TestIntegrationThroughAPIServer(t *testing.T) {
 				go func() { done <- pf.ForwardPorts() }()
 				defer func() {
 					close(stop)
-					<-done
+					_ = <-done
 				}()
 				select {
 				case <-ready:

@@ -102,7 +102,7 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		// Socket deadlines are wall-clock times.
-		_ = backend.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_ = backend.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:forbidigo // net.Conn deadlines are wall-clock
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, upgradeErrorBodyLimit))
 		code := resp.StatusCode
 		if code < 400 {

@@ -470,7 +470,7 @@ func echoBackend(t *testing.T) (*url.URL, <-chan *http.Request) {
 		defer conn.Close()
 		fmt.Fprintf(buf, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\nhello:", r.Header.Get("Upgrade"))
 		buf.Flush()
-		io.Copy(conn, buf)
+		_, _ = io.Copy(conn, buf)
 	}))
 	t.Cleanup(hs.Close)
 	u, _ := url.Parse(hs.URL + "/exec/token123")
@@ -506,7 +506,9 @@ func TestExecAttachProxy(t *testing.T) {
 	if resp.StatusCode != 101 {
 		t.Fatalf("exec: status %d", resp.StatusCode)
 	}
-	conn.Write([]byte("ping"))
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
 	buf := make([]byte, len("hello:ping"))
 	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "hello:ping" {
 		t.Fatalf("relayed %q %v", buf, err)
@@ -614,7 +616,9 @@ func TestReadOnlyHandler(t *testing.T) {
 func TestServeAndShutdown(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "0.log")
-	os.WriteFile(path, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" stdout F x\n"), 0o644)
+	if err := os.WriteFile(path, []byte(time.Now().UTC().Format(time.RFC3339Nano)+" stdout F x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	pods := PodListerFunc(func() []*v1.Pod { return []*v1.Pod{testPod()} })
 	locator := LogLocatorFunc(func(context.Context, *v1.Pod, string, bool) (ContainerLog, error) {
 		return ContainerLog{Path: path, Running: func(context.Context) (bool, error) { return true, nil }}, nil

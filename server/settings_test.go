@@ -93,7 +93,7 @@ func serveTLS(t *testing.T, s *Server) string {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, l) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); _ = <-done })
 	return l.Addr().String()
 }
 

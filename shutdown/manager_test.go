@@ -2,6 +2,7 @@ package shutdown
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -246,7 +247,7 @@ func TestShutdownCanceled(t *testing.T) {
 		go func() { done <- m.Shutdown(ctx) }()
 		synctest.Wait()
 		cancel()
-		if err := <-done; err != context.Canceled {
+		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("Shutdown = %v, want context.Canceled", err)
 		}
 		eq(t, "kills", k.killed(), []string{"batch=5", "static=20", "web=20"})
@@ -409,7 +410,7 @@ func TestRun(t *testing.T) {
 			t.Error("still shutting down after a cancellation")
 		}
 		cancel()
-		if err := <-done; err != context.Canceled {
+		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("Run = %v, want context.Canceled", err)
 		}
 		eq(t, "events", rec.events, []string{
@@ -443,7 +444,7 @@ func TestRunDisabled(t *testing.T) {
 		go func() { done <- m.Run(ctx, nil) }()
 		synctest.Wait()
 		cancel()
-		if err := <-done; err != context.Canceled {
+		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Errorf("Run = %v, want context.Canceled", err)
 		}
 	})

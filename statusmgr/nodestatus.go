@@ -45,7 +45,7 @@ func (r *NodeReporter) setStatus(ctx context.Context, node *v1.Node) error {
 	info.OperatingSystem = goruntime.GOOS
 	info.Architecture = goruntime.GOARCH
 	info.KubeletVersion = r.cfg.KubeletVersion
-	info.KubeProxyVersion = ""
+	info.KubeProxyVersion = "" //nolint:staticcheck // deprecated: kept empty, as kubelet v1.37 does
 	if r.cfg.Runtime != nil {
 		if v, err := r.cfg.Runtime.Version(ctx); err != nil {
 			logger.V(2).Info("Container runtime version unknown; keeping the last one", "err", err)

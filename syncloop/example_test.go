@@ -34,8 +34,8 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	go relist.Run(ctx)
-	go loop.Run(ctx)
+	go func() { _ = relist.Run(ctx) }() // both return once ctx is cancelled
+	go func() { _ = loop.Run(ctx) }()
 
 	updates <- nodekit.PodUpdate{Op: nodekit.ADD, Source: nodekit.SourceAPI, Pods: []*v1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-1"},

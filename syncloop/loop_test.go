@@ -110,8 +110,8 @@ func startNodeWith(t *testing.T, rt nodekit.Runtime, fake *agenttest.FakeRuntime
 	n.loop = loop
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go g.Run(ctx)
-	go loop.Run(ctx)
+	go func() { _ = g.Run(ctx) }()
+	go func() { _ = loop.Run(ctx) }()
 	return n
 }
 

@@ -16,8 +16,6 @@ func mask(ids ...int) NUMAMask {
 	return m
 }
 
-type hints = map[string][]Hint
-
 type mergeCase struct {
 	name      string
 	providers []map[string][]Hint

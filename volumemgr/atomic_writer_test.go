@@ -203,7 +203,7 @@ func TestWriteAtomicReadersSeeWholeVersions(t *testing.T) {
 					}
 				}
 				if err != nil {
-					readerErr = fmt.Errorf("visible path %s missing during updates: %v", k, err)
+					readerErr = fmt.Errorf("visible path %s missing during updates: %w", k, err)
 					return
 				}
 			}
@@ -238,7 +238,10 @@ func TestWriteAtomicReadersSeeWholeVersions(t *testing.T) {
 			if complete {
 				sets++
 				var v int
-				fmt.Sscanf(version, "v%04d;", &v)
+				if _, err := fmt.Sscanf(version, "v%04d;", &v); err != nil {
+					readerErr = fmt.Errorf("version %q: %w", version, err)
+					return
+				}
 				if v < last {
 					readerErr = fmt.Errorf("version went back from %d to %d", last, v)
 					return

@@ -561,10 +561,11 @@ func (a *agent) run(ctx context.Context) error {
 	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- a.loop.Run(ctx) }()
+	var loopErr error
 	select {
 	case err := <-errc:
 		return err
-	case <-loopDone:
+	case loopErr = <-loopDone:
 	}
 	if a.events != nil {
 		a.events.Shutdown()
@@ -572,7 +573,10 @@ func (a *agent) run(ctx context.Context) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = a.runtime.Close(shutdownCtx)
-	return nil
+	if ctx.Err() != nil {
+		return nil // stopped: the loop ends with the context
+	}
+	return loopErr
 }
 
 func nodeNameOf(override string) (string, error) {

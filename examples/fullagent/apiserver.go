@@ -56,7 +56,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	// at start (checkStandaloneAuth); the errors here are a second guard.
 	if webhookAuthn(cfg) {
 		if a.client == nil {
-			return nil, nil, nil, standaloneAuthn
+			return nil, nil, nil, errStandaloneAuthn
 		}
 		// cacheTTL 0 is upstream's default (2m); negative caches nothing,
 		// as upstream.
@@ -72,7 +72,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		sc.Authorizer = server.AlwaysAllow{}
 	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if a.client == nil {
-			return nil, nil, nil, standaloneAuthz
+			return nil, nil, nil, errStandaloneAuthz
 		}
 		// As the token cache: 0 means upstream's defaults (5m, 30s),
 		// negative caches nothing.
@@ -122,9 +122,9 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 // an API server, in kubelet's words (BuildAuthn, BuildAuthz) with the field
 // and what to set instead.
 var (
-	standaloneAuthn = errors.New("authentication.webhook.enabled: true without --kubeconfig: no client provided, cannot use webhook authentication " +
+	errStandaloneAuthn = errors.New("authentication.webhook.enabled: true without --kubeconfig: no client provided, cannot use webhook authentication " +
 		"(set authentication.webhook.enabled: false to run standalone)")
-	standaloneAuthz = errors.New("authorization.mode: Webhook without --kubeconfig: no client provided, cannot use webhook authorization " +
+	errStandaloneAuthz = errors.New("authorization.mode: Webhook without --kubeconfig: no client provided, cannot use webhook authorization " +
 		"(set authorization.mode: AlwaysAllow to run standalone)")
 )
 
@@ -143,10 +143,10 @@ func webhookAuthn(cfg *kubeletv1beta1.KubeletConfiguration) bool {
 func checkStandaloneAuth(cfg *kubeletv1beta1.KubeletConfiguration) error {
 	var errs []error
 	if webhookAuthn(cfg) {
-		errs = append(errs, standaloneAuthn)
+		errs = append(errs, errStandaloneAuthn)
 	}
 	if cfg.Authorization.Mode == kubeletv1beta1.KubeletAuthorizationModeWebhook {
-		errs = append(errs, standaloneAuthz)
+		errs = append(errs, errStandaloneAuthz)
 	}
 	return errors.Join(errs...)
 }

@@ -289,7 +289,7 @@ func (v *reservedMemory) Set(s string) error {
 		node, list, ok := strings.Cut(part, ":")
 		n, err := strconv.ParseInt(strings.TrimSpace(node), 10, 32)
 		if !ok || err != nil {
-			return fmt.Errorf("%q is not NUMA-node:name=quantity,...", part)
+			return fmt.Errorf("%q is not NUMA-node:name=quantity,...", part) //nolint:staticcheck // the trailing ",..." is the syntax
 		}
 		limits := v1.ResourceList{}
 		for _, kv := range strings.Split(list, ",") {

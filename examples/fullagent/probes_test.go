@@ -121,7 +121,7 @@ func TestProbesAndHooks(t *testing.T) {
 		pod.Spec.Containers[0].StartupProbe = &v1.Probe{ProbeHandler: execProbe("cat /tmp/started", 1).ProbeHandler, PeriodSeconds: 1, FailureThreshold: 120}
 		pod.Spec.Containers[0].LivenessProbe = execProbe("false", 1)
 		e.createPod(t, pod)
-		p := e.waitPod(t, "startup", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		e.waitPod(t, "startup", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 		time.Sleep(5 * time.Second) // a failing liveness probe would have killed it by now
 		p, err := e.client.CoreV1().Pods("default").Get(t.Context(), "startup", metav1.GetOptions{})
 		if err != nil {

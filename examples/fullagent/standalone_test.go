@@ -33,9 +33,9 @@ func TestStandaloneWebhookAuthRefused(t *testing.T) {
 		name, config string
 		want         []error // nil: past the check
 	}{
-		{"defaults", "", []error{standaloneAuthn, standaloneAuthz}},
-		{"authn webhook off", "authentication: {webhook: {enabled: false}}\n", []error{standaloneAuthz}},
-		{"authz AlwaysAllow", "authorization: {mode: AlwaysAllow}\n", []error{standaloneAuthn}},
+		{"defaults", "", []error{errStandaloneAuthn, errStandaloneAuthz}},
+		{"authn webhook off", "authentication: {webhook: {enabled: false}}\n", []error{errStandaloneAuthz}},
+		{"authz AlwaysAllow", "authorization: {mode: AlwaysAllow}\n", []error{errStandaloneAuthn}},
 		{"both chosen", "authentication: {webhook: {enabled: false}}\nauthorization: {mode: AlwaysAllow}\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func run(ctx context.Context, agent, containerd string, procs int, focus, out st
 		return err
 	}
 	if !keep {
-		defer cp.Stop(context.WithoutCancel(ctx))
+		defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
 	}
 	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: containerd})
 	if err != nil {
@@ -114,7 +114,7 @@ func run(ctx context.Context, agent, containerd string, procs int, focus, out st
 	}
 	fmt.Printf("conformance: node runtime containerd %s (%s)\n", cri.RuntimeVersion, cri.Version)
 	if !keep {
-		defer cri.Stop(context.WithoutCancel(ctx))
+		defer func() { _ = cri.Stop(context.WithoutCancel(ctx)) }()
 	}
 	logs := filepath.Join(out, "logs")
 	_ = os.MkdirAll(logs, 0o755)

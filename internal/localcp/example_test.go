@@ -27,7 +27,7 @@ func Example() {
 		fmt.Println(err) // names the binary, the flag or the log tail at fault
 		return
 	}
-	defer cp.Stop(ctx)
+	defer func() { _ = cp.Stop(ctx) }()
 
 	cfg, err := cp.NodeConfig("node-1") // CN=system:node:node-1, O=system:nodes
 	if err != nil {

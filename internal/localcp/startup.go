@@ -236,7 +236,7 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *proc, what string, chec
 			return fmt.Errorf("%s exited during start-up (%s) while waiting for %s\n%s",
 				p.name, p.exitDescription(), what, LogTail(c.Dir, p.name))
 		}
-		return fmt.Errorf("waiting for %s: %w after %s (last check: %v)\n%s",
+		return fmt.Errorf("waiting for %s: %w after %s (last check: %w)\n%s",
 			what, ctx.Err(), time.Since(start).Round(time.Millisecond), last, LogTail(c.Dir, p.name))
 	}
 }

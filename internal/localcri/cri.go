@@ -103,7 +103,7 @@ func waitReady(ctx context.Context, c *Containerd, l layout) (string, error) {
 		case <-c.done:
 			return "", fmt.Errorf("containerd exited during start-up; log: %s", logTail(l.logFile))
 		case <-ctx.Done():
-			return "", fmt.Errorf("containerd did not become ready: %w (last: %v); log: %s",
+			return "", fmt.Errorf("containerd did not become ready: %w (last: %w); log: %s",
 				context.Cause(ctx), last, logTail(l.logFile))
 		case <-tick.C:
 		}
