@@ -115,6 +115,23 @@ func imageMount(m nodekit.Mount, pulls map[string]imageVolume) (*runtimeapi.Moun
 	}, nil
 }
 
+// MountedImages returns the IDs of the images container id mounts as image
+// volumes, from its CRI status (for image GC, which counts them as in use,
+// as upstream). It blocks on one CRI call; the slice is the caller's.
+func (r *Runtime) MountedImages(ctx context.Context, id nodekit.ContainerID) ([]string, error) {
+	st, err := r.rs.ContainerStatus(ctx, id.ID, false)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, m := range st.GetStatus().GetMounts() {
+		if img := m.GetImage().GetImage(); img != "" {
+			ids = append(ids, img)
+		}
+	}
+	return ids, nil
+}
+
 // imageVolumeSupport returns nil when the runtime (CRI Version's name and
 // version) can mount images, or why not. CRI reports no feature for it;
 // upstream kubelet does not check, and containerd before 2.1 ignores the

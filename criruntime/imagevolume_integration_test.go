@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,6 +92,24 @@ func TestImageVolumeIntegration(t *testing.T) {
 				if !strings.Contains(log, want) {
 					t.Errorf("mountinfo lacks %q", want)
 				}
+			}
+			// The runtime reports the mounted image (for image GC).
+			ids, err := rt.MountedImages(ctx, st.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			imgs, err := rt.ListImages(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			for _, im := range imgs {
+				if slices.Contains(im.RepoTags, tc.image) {
+					want = im.Id
+				}
+			}
+			if want == "" || !slices.Equal(ids, []string{want, want}) {
+				t.Errorf("MountedImages = %v, want %s twice (/vol and /sub)", ids, want)
 			}
 			killAndRemove(t, rt, pod)
 		})
