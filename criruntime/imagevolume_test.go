@@ -226,3 +226,18 @@ func TestImageVolumeSupport(t *testing.T) {
 		}
 	}
 }
+
+// TestImageVolumePullSecrets: the volume's image is pulled with the pod's
+// pull secrets, as a container image is.
+func TestImageVolumePullSecrets(t *testing.T) {
+	r, _, is, _ := newImageVolumeFake(t, "containerd", "v2.4.2")
+	secret := v1.Secret{Type: v1.SecretTypeDockerConfigJson, Data: map[string][]byte{
+		v1.DockerConfigJsonKey: []byte(`{"auths":{"reg.example":{"username":"u","password":"p"}}}`)}}
+	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: imageVolumePod("reg.example/tools:1", v1.PullAlways), Options: volumeMountsOpts,
+		PullSecrets: []v1.Secret{secret}, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	is.AssertImagePulledWithAuth(t, &runtimeapi.ImageSpec{Image: "reg.example/tools:1", UserSpecifiedImage: "reg.example/tools:1"},
+		&runtimeapi.AuthConfig{Username: "u", Password: "p", ServerAddress: "reg.example"}, "volume image not pulled with the pod's secret")
+}
