@@ -16,13 +16,20 @@ func imageVolume(ref string, policy v1.PullPolicy) v1.Volume {
 }
 
 // TestImageVolumes runs pods with image volumes through the whole agent
-// (API server, sync loop, volume manager, criruntime) on containerd 2, as
+// (API server, sync loop, volume manager, criruntime). On containerd 2, as
 // upstream's ImageVolume e2e specs do: the image's files read-only at the
 // path and under a subPath, a pull failure held in ErrImagePull and then
 // ImagePullBackOff naming the volume's image, policy Never with the image
 // absent, and an unused volume whose image is missing not holding the pod.
+// On containerd 1.6 (the default pass), which cannot mount images, the
+// container that mounts one waits in CreateContainerConfigError naming the
+// runtime, and the unused volume still does not hold its pod.
 func TestImageVolumes(t *testing.T) {
-	e := startEnv(t, envOption{containerd: agenttest.ContainerdVersion2})
+	e := startEnv(t)
+	if e.cri.Version != agenttest.ContainerdVersion2 {
+		testImageVolumesRefused(t, e)
+		return
+	}
 
 	mounted := simplePod("imgvol", v1.RestartPolicyAlways, "sleep 3600")
 	mounted.Spec.Volumes = []v1.Volume{imageVolume(agenttest.NonRootImage, v1.PullIfNotPresent)}
@@ -90,4 +97,31 @@ func TestImageVolumes(t *testing.T) {
 			t.Errorf("/ holds a vol entry: %q", out)
 		}
 	})
+}
+
+// testImageVolumesRefused: on a containerd without image-volume support
+// the mounting container is refused clearly, never started without its
+// volume.
+func testImageVolumesRefused(t *testing.T, e *env) {
+	mounted := simplePod("imgvol", v1.RestartPolicyAlways, "sleep 3600")
+	mounted.Spec.Volumes = []v1.Volume{imageVolume(agenttest.NonRootImage, v1.PullIfNotPresent)}
+	mounted.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "vol", MountPath: "/vol"}}
+	e.createPod(t, mounted)
+	unused := simplePod("imgvol-unused", v1.RestartPolicyAlways, "sleep 3600")
+	unused.Spec.Volumes = []v1.Volume{imageVolume(agenttest.NonRootImage, v1.PullIfNotPresent)}
+	e.createPod(t, unused)
+
+	p := e.waitPod(t, "imgvol", 60*time.Second, "CreateContainerConfigError", func(p *v1.Pod) bool {
+		c := containerStatus(p, "app")
+		return c != nil && c.State.Waiting != nil && c.State.Waiting.Reason == "CreateContainerConfigError"
+	})
+	want := `image volume "vol" (image "` + agenttest.NonRootImage + `") cannot be mounted: container runtime containerd ` +
+		e.cri.RuntimeVersion + ` does not support image volumes (containerd 2.1 or later does)`
+	if msg := containerStatus(p, "app").State.Waiting.Message; msg != want {
+		t.Errorf("message = %q\nwant %q", msg, want)
+	}
+	if p.Status.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", p.Status.Phase)
+	}
+	e.waitPod(t, "imgvol-unused", 60*time.Second, "Running", func(p *v1.Pod) bool { return ready(p, "app") })
 }
