@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -51,6 +53,12 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	}
 	fail := func(reason nodekit.Reason, err error) error {
 		msg := err.Error()
+		// As upstream, a runtime's refusal shows as its gRPC status message
+		// ("failed to mount image volume: ..."), without "rpc error: code
+		// = Unknown desc = ".
+		if s, ok := grpcstatus.FromError(err); ok && s.Code() != codes.OK {
+			msg = s.Message()
+		}
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %s", msg)
 		return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: msg, Err: err}
 	}

@@ -130,8 +130,9 @@ func TestImageVolumeIntegration(t *testing.T) {
 		pod := imageVolumeTestPod("iv-nosub", agenttest.NonRootImage, v1.PullIfNotPresent, "not-existing", "true")
 		res := sync(pod)
 		var ae *nodekit.ActionError
-		if !errors.As(res.Err(), &ae) || ae.Reason != nodekit.ErrCreateContainer {
-			t.Fatalf("err = %v, want CreateContainerError", res.Err())
+		if !errors.As(res.Err(), &ae) || ae.Reason != nodekit.ErrCreateContainer ||
+			!strings.HasPrefix(ae.Message, `failed to mount image volume: ImageVolumeMountFailed: failed to ensure image subpath "not-existing"`) {
+			t.Fatalf("err = %v, want CreateContainerError with the runtime's message", res.Err())
 		}
 		t.Logf("runtime's refusal: %s", ae.Message)
 		killAndRemove(t, rt, pod)
