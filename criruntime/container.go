@@ -67,6 +67,7 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	if err := r.checkImageVolumes(ctx, req, c, action); err != nil {
 		return err
 	}
+	defer func() { r.countImageVolumeMounts(req, c, err) }()
 	img, err := r.ensureImage(ctx, pod, c, req.PullSecrets, req.SandboxConfig)
 	if err != nil {
 		return err

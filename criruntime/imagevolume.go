@@ -2,12 +2,14 @@ package criruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	crierrors "k8s.io/cri-api/pkg/errors"
 
 	"github.com/nodekit/nodekit"
 )
@@ -98,6 +100,40 @@ func (r *Runtime) checkImageVolumes(ctx context.Context, st *syncState, c *v1.Co
 		return last
 	}
 	return nil
+}
+
+// countImageVolumeMounts feeds Config.Metrics' ImageVolumeMetrics, if it
+// has them, after a container start whose image volumes were all pulled,
+// as upstream: each distinct image volume the container mounts is
+// requested; each of its image volume mounts failed if the runtime refused
+// to create the container with ImageVolumeMountFailed, else succeeded.
+// (Upstream matches the message's prefix, which containerd 2's "failed to
+// mount image volume: ImageVolumeMountFailed: ..." does not have, so it
+// counts those as succeeded; this counts them as failed.)
+func (r *Runtime) countImageVolumeMounts(st *syncState, c *v1.Container, err error) {
+	m, ok := r.metrics.(ImageVolumeMetrics)
+	if !ok || len(st.imageVolumes) == 0 {
+		return
+	}
+	mountFailed := false
+	var ae *nodekit.ActionError
+	if errors.As(err, &ae) && ae.Reason == nodekit.ErrCreateContainer {
+		mountFailed = strings.Contains(ae.Message, crierrors.ErrImageVolumeMountFailed.Error())
+	}
+	requested := map[string]bool{}
+	succeeded, failed := 0, 0
+	for _, vm := range c.VolumeMounts {
+		if _, ok := st.imageVolumes[vm.Name]; !ok {
+			continue
+		}
+		requested[vm.Name] = true
+		if mountFailed {
+			failed++
+		} else {
+			succeeded++
+		}
+	}
+	m.ImageVolumeMounts(len(requested), succeeded, failed)
 }
 
 // imageMount is the CRI mount of an image volume, from the volume's pull.

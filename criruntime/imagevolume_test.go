@@ -241,3 +241,60 @@ func TestImageVolumePullSecrets(t *testing.T) {
 	is.AssertImagePulledWithAuth(t, &runtimeapi.ImageSpec{Image: "reg.example/tools:1", UserSpecifiedImage: "reg.example/tools:1"},
 		&runtimeapi.AuthConfig{Username: "u", Password: "p", ServerAddress: "reg.example"}, "volume image not pulled with the pod's secret")
 }
+
+// volumeCounts records ImageVolumeMetrics over Metrics that discards the rest.
+type volumeCounts struct {
+	noMetrics
+	requested, succeeded, failed int
+}
+
+func (v *volumeCounts) ImageVolumeMounts(requested, succeeded, failed int) {
+	v.requested, v.succeeded, v.failed = v.requested+requested, v.succeeded+succeeded, v.failed+failed
+}
+
+var _ ImageVolumeMetrics = (*volumeCounts)(nil)
+
+// TestImageVolumeMetrics counts as upstream: each image volume a started
+// container mounts is requested once, each of its mounts succeeded, or
+// failed when the runtime refused the container with
+// ImageVolumeMountFailed; a failed pull counts nothing.
+func TestImageVolumeMetrics(t *testing.T) {
+	run := func(t *testing.T, createErr error, pullErr error) *volumeCounts {
+		counts := &volumeCounts{}
+		rs := &recordingRuntime{FakeRuntimeService: critest.NewFakeRuntimeService(),
+			sandboxConfigs: map[string]*runtimeapi.PodSandboxConfig{}, containerConfigs: map[string]*runtimeapi.ContainerConfig{}}
+		if createErr != nil {
+			rs.InjectError("CreateContainer", createErr)
+		}
+		is := critest.NewFakeImageService()
+		is.SetFakeImages([]string{"busybox:1.36"})
+		if pullErr != nil {
+			is.InjectError("PullImage", pullErr)
+		}
+		r, err := NewFromServices(t.Context(), &versionedRuntime{recordingRuntime: rs, name: "containerd", version: "v2.4.2"}, is,
+			Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir(), Metrics: counts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: imageVolumePod("tools:1", v1.PullIfNotPresent), Options: volumeMountsOpts,
+			Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0, 1}}})
+		return counts
+	}
+	for _, tc := range []struct {
+		name                         string
+		createErr, pullErr           error
+		requested, succeeded, failed int
+	}{
+		{name: "mounted", requested: 1, succeeded: 2},
+		{name: "mount refused", createErr: errors.New("failed to mount image volume: ImageVolumeMountFailed: no subpath"), requested: 1, failed: 2},
+		{name: "other create failure", createErr: errors.New("no space"), requested: 1, succeeded: 2},
+		{name: "pull failed", pullErr: errors.New("not found")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := run(t, tc.createErr, tc.pullErr)
+			if got.requested != tc.requested || got.succeeded != tc.succeeded || got.failed != tc.failed {
+				t.Errorf("requested/succeeded/failed = %d/%d/%d, want %d/%d/%d", got.requested, got.succeeded, got.failed, tc.requested, tc.succeeded, tc.failed)
+			}
+		})
+	}
+}

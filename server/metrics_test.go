@@ -254,3 +254,19 @@ func TestPLEGLastSeen(t *testing.T) {
 		t.Errorf("kubelet_pleg_last_seen_seconds = %v, want 1234", got)
 	}
 }
+
+func TestImageVolumeMetrics(t *testing.T) {
+	m, _ := newAgentMetrics(t)
+	m.ImageVolumeMounts(1, 2, 0)
+	m.ImageVolumeMounts(2, 0, 3)
+	for name, tc := range map[string]struct {
+		c    prometheus.Counter
+		want float64
+	}{
+		"requested": {m.ImageVolumeRequested, 3}, "succeeded": {m.ImageVolumeMounted, 2}, "failed": {m.ImageVolumeMountErrors, 3},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("%s = %v, want %v", name, got, tc.want)
+		}
+	}
+}
