@@ -22,7 +22,7 @@ const (
 )
 
 var podSpecFields = map[string]string{
-	"Volumes":                       actedOn + "volumemgr (sources without a plugin: FailedMount, ContainerCreating)",
+	"Volumes":                       actedOn + "volumemgr, criruntime (image volumes; sources without a plugin: FailedMount, ContainerCreating)",
 	"InitContainers":                actedOn + "syncloop, criruntime",
 	"Containers":                    actedOn + "syncloop, criruntime",
 	"EphemeralContainers":           actedOn + "syncloop, criruntime",

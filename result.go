@@ -55,7 +55,11 @@ type ActionError struct {
 	Reason Reason
 	// Message is the human-readable part shown in the status.
 	Message string
-	Err     error
+	// Image is the image a pull failure (ErrImagePull, ErrImageNeverPull,
+	// ...) was about when it is not the container's own: an image volume's
+	// reference. The caller's image-pull back-off is then kept for it.
+	Image string
+	Err   error
 }
 
 func (e *ActionError) Error() string {

@@ -307,6 +307,14 @@ type Mount struct {
 	ReadOnly      bool
 	// Propagation is the upstream mount propagation mode; nil is private.
 	Propagation *v1.MountPropagationMode
+	// Image, when set, makes this the mount of an image volume
+	// (volumes[].image): the reference as the pod spec writes it. HostPath
+	// is then empty; the runtime pulls the image (the pod volume's pull
+	// policy) and has the container runtime mount it, read-only.
+	Image string
+	// ImageSubPath is the directory inside the image to mount (the
+	// volumeMount's subPath, expanded), "" for the whole image.
+	ImageSubPath string
 }
 
 // Device is one host device exposed to a container.

@@ -54,8 +54,10 @@ func NewFakeRuntime(clk clock.PassiveClock) *FakeRuntime {
 	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{}}
 }
 
-// FailImage makes every start of a container with this image fail with the
-// reason (for example nodekit.ErrImagePull); an empty reason clears it.
+// FailImage makes every start of a container with this image, or that
+// mounts an image volume of this image (ActionError.Image then names it),
+// fail with the reason (for example nodekit.ErrImagePull); an empty reason
+// clears it.
 func (f *FakeRuntime) FailImage(image string, reason nodekit.Reason) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -64,6 +66,22 @@ func (f *FakeRuntime) FailImage(image string, reason nodekit.Reason) {
 		return
 	}
 	f.imageErrs[image] = reason
+}
+
+// failedImageVolume finds an image volume c mounts whose image FailImage
+// fails. The caller holds f.mu.
+func (f *FakeRuntime) failedImageVolume(pod *v1.Pod, c *v1.Container) (string, nodekit.Reason, bool) {
+	for _, vm := range c.VolumeMounts {
+		for _, vol := range pod.Spec.Volumes {
+			if vol.Name != vm.Name || vol.Image == nil {
+				continue
+			}
+			if reason, ok := f.imageErrs[vol.Image.Reference]; ok {
+				return vol.Image.Reference, reason, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // SetUnavailable makes every call fail with err wrapped in
@@ -176,6 +194,9 @@ func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *
 	start := func(c *v1.Container, action nodekit.Action) error {
 		if sandbox == "" {
 			return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox, Message: "no ready sandbox"}
+		}
+		if ref, reason, ok := f.failedImageVolume(pod, c); ok {
+			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Image: ref, Message: fmt.Sprintf("fake: image %q: %s", ref, reason)}
 		}
 		if reason, ok := f.imageErrs[c.Image]; ok {
 			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: fmt.Sprintf("fake: image %q: %s", c.Image, reason)}

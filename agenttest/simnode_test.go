@@ -124,6 +124,38 @@ func TestSimNodeImagePullBackOffEnds(t *testing.T) {
 	})
 }
 
+// An image volume whose pull fails holds the container that mounts it in
+// ErrImagePull, then ImagePullBackOff naming the volume's image, as
+// upstream; once the image can be pulled the container starts.
+func TestSimNodeImageVolumePullBackOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{})
+		n.Runtime().FailImage("tools:1", nodekit.ErrImagePull)
+		p := simPod("web", v1.RestartPolicyAlways)
+		p.Spec.Volumes = []v1.Volume{{Name: "tools", VolumeSource: v1.VolumeSource{Image: &v1.ImageVolumeSource{Reference: "tools:1"}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "tools", MountPath: "/tools"}}
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "plain", Image: "busybox"})
+		n.AddPod(p)
+		n.Settle(500 * time.Millisecond)
+		if w := mustContainer(t, n, p.UID, "app").State.Waiting; w == nil || w.Reason != "ErrImagePull" {
+			t.Fatalf("want ErrImagePull, have %+v", w)
+		}
+		n.Settle(5 * time.Second)
+		if cs := mustContainer(t, n, p.UID, "plain"); cs.State.Running == nil {
+			t.Fatalf("plain mounts no image volume but is %+v", cs.State)
+		}
+		w := mustContainer(t, n, p.UID, "app").State.Waiting
+		if w == nil || w.Reason != "ImagePullBackOff" || w.Message != `Back-off pulling image "tools:1"` {
+			t.Fatalf("want ImagePullBackOff for the volume's image, have %+v", w)
+		}
+		n.Runtime().FailImage("tools:1", "")
+		n.Settle(10 * time.Second) // the first back-off is 10 s
+		if cs := mustContainer(t, n, p.UID, "app"); cs.State.Running == nil {
+			t.Fatalf("not running after the volume's image came back: %+v", cs.State)
+		}
+	})
+}
+
 func TestSimNodeRuntimeUnavailable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := agenttest.StartSimNode(t, agenttest.SimOptions{})

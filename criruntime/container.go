@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -51,9 +53,21 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	}
 	fail := func(reason nodekit.Reason, err error) error {
 		msg := err.Error()
+		// As upstream, a runtime's refusal shows as its gRPC status message
+		// ("failed to mount image volume: ..."), without "rpc error: code
+		// = Unknown desc = ".
+		if s, ok := grpcstatus.FromError(err); ok && s.Code() != codes.OK {
+			msg = s.Message()
+		}
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %s", msg)
 		return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: msg, Err: err}
 	}
+	// As upstream, the pod's image volumes come first: a container that
+	// mounts one whose image is missing fails with that pull.
+	if err := r.checkImageVolumes(ctx, req, c, action); err != nil {
+		return err
+	}
+	defer func() { r.countImageVolumeMounts(req, c, err) }()
 	img, err := r.ensureImage(ctx, pod, c, req.PullSecrets, req.SandboxConfig)
 	if err != nil {
 		return err
@@ -82,7 +96,7 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 	if opts == nil {
 		opts = &nodekit.ContainerOptions{}
 	}
-	cfg, err := r.containerConfig(pod, c, img, restartCount, opts, req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions())
+	cfg, err := r.containerConfig(pod, c, img, restartCount, opts, req.SandboxConfig.GetLinux().GetSecurityContext().GetNamespaceOptions(), req.imageVolumes)
 	if err != nil {
 		return fail(nodekit.ErrCreateContainerConfig, err)
 	}
@@ -105,7 +119,8 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 }
 
 // containerConfig builds the CRI config of one container.
-func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, opts *nodekit.ContainerOptions, sandboxNamespaces *runtimeapi.NamespaceOption) (*runtimeapi.ContainerConfig, error) {
+// imageVolumes are the pod's pulled image volumes, for mounts naming one.
+func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.Image, restartCount int, opts *nodekit.ContainerOptions, sandboxNamespaces *runtimeapi.NamespaceOption, imageVolumes map[string]imageVolume) (*runtimeapi.ContainerConfig, error) {
 	// The container joins the sandbox's namespaces (user namespace
 	// included); a copy, as an ephemeral container may retarget its PID
 	// namespace.
@@ -146,6 +161,14 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		},
 	}
 	for _, m := range opts.Mounts {
+		if m.Image != "" {
+			im, err := imageMount(m, imageVolumes)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Mounts = append(cfg.Mounts, im)
+			continue
+		}
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly,
 			Propagation: propagationOf(m.Propagation),

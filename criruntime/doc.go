@@ -19,6 +19,27 @@
 // not support user namespaces. SetNodeStatus publishes the runtime's
 // features and handlers on the Node.
 //
+// Image volumes (volumes[].image) are pulled as upstream: before the first
+// container of a sync starts, each image volume's image is made present
+// with the pod's pull secrets and the volume's pull policy (the events and
+// reasons of container images), and a container that mounts one whose
+// pull failed fails with that reason (ErrImagePull, ErrImageNeverPull...)
+// and ActionError.Image naming the volume's image, so the sync loop's
+// image-pull back-off (ImagePullBackOff) is kept for that image. A mount
+// with nodekit.Mount.Image set becomes a CRI mount of the image by ID,
+// with its subPath, read-only and never relabelled; a subPath the image
+// lacks is the runtime's CreateContainerError.
+//
+// Divergence: CRI reports no image-volume feature and upstream kubelet does
+// not check for one. containerd before 2.1 drops the image of a mount; 1.6
+// then fails container creation with `failed to mkdir "": mkdir : no such
+// file or directory`. criruntime reads the runtime's CRI Version instead
+// and, on containerd older than 2.1, fails a container that mounts an image
+// volume with CreateContainerConfigError "image volume NAME (image REF)
+// cannot be mounted: container runtime containerd VERSION does not support
+// image volumes (containerd 2.1 or later does)", pulling nothing. Other
+// runtimes are trusted to support them.
+//
 // Containers and sandboxes carry exactly the labels, annotations and CRI
 // metadata the upstream kubelet v1.37 writes (io.kubernetes.pod.uid,
 // io.kubernetes.container.hash with kubelet's hash of name and image, the

@@ -43,22 +43,34 @@ func normalizeImage(image string) (string, error) {
 // policy and returns the image to create the container from.
 // Failures are *nodekit.ActionError with the upstream reasons.
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*runtimeapi.Image, error) {
-	fail := func(reason nodekit.Reason, msg string, err error) error {
-		return &nodekit.ActionError{Action: nodekit.ActionStartContainer, Target: c.Name, Reason: reason, Message: msg, Err: err}
-	}
-	image, err := normalizeImage(c.Image)
+	img, err := r.ensureImageRef(ctx, pod, c.Image, c.ImagePullPolicy, secrets, sandbox)
 	if err != nil {
-		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to apply default image tag %q: %v", c.Image, err)
-		return nil, fail(nodekit.ErrInvalidImageName, fmt.Sprintf("Failed to apply default image tag %q: %v", c.Image, err), nil)
+		err.Action, err.Target = nodekit.ActionStartContainer, c.Name
+		return nil, err
 	}
-	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: c.Image}
+	return img, nil
+}
+
+// ensureImageRef makes image present according to policy (the container's
+// or an image volume's) and returns it, with upstream's events. A failure
+// is an *nodekit.ActionError with the reason and message; the caller fills
+// in its Action and Target.
+func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested string, policy v1.PullPolicy, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*runtimeapi.Image, *nodekit.ActionError) {
+	fail := func(reason nodekit.Reason, msg string, err error) *nodekit.ActionError {
+		return &nodekit.ActionError{Reason: reason, Message: msg, Err: err}
+	}
+	image, err := normalizeImage(requested)
+	if err != nil {
+		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to apply default image tag %q: %v", requested, err)
+		return nil, fail(nodekit.ErrInvalidImageName, fmt.Sprintf("Failed to apply default image tag %q: %v", requested, err), nil)
+	}
+	spec := &runtimeapi.ImageSpec{Image: image, UserSpecifiedImage: requested}
 	st, err := r.is.ImageStatus(ctx, spec, false)
 	if err != nil {
-		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to inspect image %q: %v", c.Image, err)
-		return nil, fail(nodekit.ErrImageInspect, fmt.Sprintf("Failed to inspect image %q: %v", c.Image, err), err)
+		r.events.Eventf(pod, v1.EventTypeWarning, "InspectFailed", "Failed to inspect image %q: %v", requested, err)
+		return nil, fail(nodekit.ErrImageInspect, fmt.Sprintf("Failed to inspect image %q: %v", requested, err), err)
 	}
 	present := st.GetImage() != nil
-	policy := c.ImagePullPolicy
 	if policy == "" {
 		// The API server defaults this; pods from files and tests may not.
 		policy = v1.PullIfNotPresent
@@ -68,10 +80,10 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	}
 	switch {
 	case present && policy != v1.PullAlways:
-		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", c.Image)
+		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", requested)
 		return st.GetImage(), nil
 	case !present && policy == v1.PullNever:
-		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		r.events.Eventf(pod, v1.EventTypeWarning, "ErrImageNeverPull", "%s", msg)
 		return nil, fail(nodekit.ErrImageNeverPull, msg, nil)
 	}
@@ -79,16 +91,16 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	// As upstream, Pulling is reported when the pull is asked for, before
 	// any wait for a turn; Pulled gives the pull's own time and the time
 	// including that wait.
-	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", c.Image)
+	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", requested)
 	asked := r.cfg.Clock.Now()
 	res, err := r.pullImage(ctx, spec, secrets, sandbox) // pull.go
 	if err != nil {
-		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", c.Image, err)
-		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", c.Image, err), err)
+		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", requested, err)
+		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", requested, err), err)
 	}
 	r.metrics.ObserveImagePull(pod.UID, res.image.GetSize(), asked, r.cfg.Clock.Now())
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
-		c.Image, res.took.Truncate(time.Millisecond), r.cfg.Clock.Since(asked).Truncate(time.Millisecond), res.image.GetSize())
+		requested, res.took.Truncate(time.Millisecond), r.cfg.Clock.Since(asked).Truncate(time.Millisecond), res.image.GetSize())
 	return res.image, nil
 }
 

@@ -32,6 +32,16 @@ type Metrics interface {
 	StartedContainer(containerType, failure string)
 }
 
+// ImageVolumeMetrics is an optional capability of Metrics: upstream's
+// image volume counters (kubelet_image_volume_requested_total,
+// _mounted_succeed_total, _mounted_errors_total).
+type ImageVolumeMetrics interface {
+	// ImageVolumeMounts records one container start that got this far
+	// with its image volumes pulled: requested is how many image volumes
+	// it mounts, succeeded and failed its image volume mounts by outcome.
+	ImageVolumeMounts(requested, succeeded, failed int)
+}
+
 // noMetrics discards the numbers when Config.Metrics is nil.
 type noMetrics struct{}
 

@@ -108,6 +108,10 @@ type Runtime struct {
 	metrics Metrics
 	pulls   *puller // pull.go
 
+	// imageVolumeErr says why the runtime cannot mount image volumes; nil
+	// when it can (imagevolume.go).
+	imageVolumeErr error
+
 	security securityPolicy // security.go
 	userns   *usernsState   // namespaces.go
 
@@ -181,8 +185,9 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
 	}
 	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, metrics: metrics, pulls: pulls,
-		security: securityPolicy{seccompRoot: filepath.Join(cfg.RootDir, "seccomp"), seccompDefault: cfg.SeccompDefault, maskedPaths: hostMaskedPaths()},
-		userns:   &usernsState{cfg: usernsConfig(cfg)},
+		imageVolumeErr: imageVolumeSupport(v.RuntimeName, v.RuntimeVersion),
+		security:       securityPolicy{seccompRoot: filepath.Join(cfg.RootDir, "seccomp"), seccompDefault: cfg.SeccompDefault, maskedPaths: hostMaskedPaths()},
+		userns:         &usernsState{cfg: usernsConfig(cfg)},
 	}
 	if r.events == nil {
 		r.events = discardEvents{}

@@ -25,6 +25,9 @@ type syncState struct {
 	SandboxID     string
 	SandboxConfig *runtimeapi.PodSandboxConfig
 	PodIPs        []string
+	// imageVolumes are the pod's image volume pulls, made before the
+	// first container start (imagevolume.go); nil until then.
+	imageVolumes map[string]imageVolume
 }
 
 // SyncPod implements nodekit.Runtime.

@@ -2,8 +2,9 @@
 // sandboxes (minimum age, maximum dead instances per container and in
 // total, everything of deleted pods), the log directories of gone pods,
 // and unused images (age, high/low disk-use thresholds; images in use,
-// pinned by the runtime or configured as pinned, such as the sandbox
-// image, are never removed).
+// by a container or, with a PodLister that has MountedImageLister, as an
+// image volume, pinned by the runtime or configured as pinned, such as the
+// sandbox image, are never removed).
 //
 // Decisions are pure functions: PlanContainerGC, PlanLogDirs,
 // EvictionOrder, PlanImageGC, FreeSpace. ContainerGC and ImageGC execute

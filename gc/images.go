@@ -163,6 +163,15 @@ type PodLister interface {
 	ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error)
 }
 
+// MountedImageLister is an optional capability of the PodLister: the IDs
+// of the images a container mounts as image volumes (volumes[].image).
+// With it those images count as in use, as upstream (which reads them from
+// CRI ContainerStatus mounts); criruntime.Runtime has it. Without it only
+// containers' own images do.
+type MountedImageLister interface {
+	MountedImages(ctx context.Context, id nodekit.ContainerID) ([]string, error)
+}
+
 // ImageFsStats reads the image filesystem's capacity and availability;
 // stats.Provider satisfies it.
 type ImageFsStats interface {
@@ -232,10 +241,21 @@ func (g *ImageGC) Detect(ctx context.Context) ([]ImageRecord, error) {
 		return nil, fmt.Errorf("gc: list pods: %w", err)
 	}
 	inUse := map[string]bool{}
+	mounted, _ := g.pods.(MountedImageLister)
 	for _, p := range pods {
 		for _, c := range p.Containers {
 			inUse[c.ImageID] = true
 			inUse[c.ImageRef] = true
+			if mounted == nil {
+				continue
+			}
+			ids, err := mounted.MountedImages(ctx, c.ID)
+			if err != nil {
+				return nil, fmt.Errorf("gc: image volumes of container %s: %w", c.ID.ID, err)
+			}
+			for _, id := range ids {
+				inUse[id] = true
+			}
 		}
 	}
 	now := g.cfg.Clock.Now()

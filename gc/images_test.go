@@ -142,3 +142,47 @@ func TestImageGCStep(t *testing.T) {
 		t.Errorf("reclaim removed %v err %v; in-use and pinned must stay", imgs.removed, err)
 	}
 }
+
+// mountingPods is a PodLister whose containers also mount images as image
+// volumes (MountedImageLister).
+type mountingPods struct {
+	fakePods
+	mounts map[string][]string // container ID -> image IDs
+}
+
+func (m mountingPods) MountedImages(_ context.Context, id nodekit.ContainerID) ([]string, error) {
+	return m.mounts[id.ID], nil
+}
+
+var _ MountedImageLister = mountingPods{}
+
+// TestImageGCKeepsImageVolumes: an image a container mounts as an image
+// volume is in use, as upstream; an unmounted one of the same age goes.
+func TestImageGCKeepsImageVolumes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	imgs := &fakeImages{images: []*runtimeapi.Image{
+		{Id: "sha256:app", Size: 100}, {Id: "sha256:tools", Size: 100}, {Id: "sha256:old", Size: 100},
+	}}
+	pods := mountingPods{
+		fakePods: fakePods{{ID: "p", Containers: []*nodekit.Container{{ID: nodekit.ContainerID{ID: "c1"}, Name: "c", ImageID: "sha256:app", State: nodekit.StateRunning}}}},
+		mounts:   map[string][]string{"c1": {"sha256:tools"}},
+	}
+	g, err := NewImageGC(ImageGCConfig{Clock: clk}, imgs, pods, fakeFs{1000, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := g.Detect(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if want := r.ID != "sha256:old"; r.InUse != want {
+			t.Errorf("%s in use = %v, want %v", r.ID, r.InUse, want)
+		}
+	}
+	clk.Step(time.Minute)
+	_ = g.GarbageCollect(t.Context()) // frees too little: only old may go
+	if !slices.Equal(imgs.removed, []string{"sha256:old"}) {
+		t.Errorf("removed %v, want only sha256:old", imgs.removed)
+	}
+}

@@ -32,6 +32,9 @@ const (
 	MetricStartedContainers        = "kubelet_started_containers_total"
 	MetricStartedContainersErrors  = "kubelet_started_containers_errors_total"
 	MetricImagePullDuration        = "kubelet_image_pull_duration_seconds"
+	MetricImageVolumeRequested     = "kubelet_image_volume_requested_total"
+	MetricImageVolumeMounted       = "kubelet_image_volume_mounted_succeed_total"
+	MetricImageVolumeMountErrors   = "kubelet_image_volume_mounted_errors_total"
 	MetricNodeName                 = "kubelet_node_name"
 	MetricProbeTotal               = "prober_probe_total"
 	MetricProbeDuration            = "prober_probe_duration_seconds"
@@ -99,6 +102,12 @@ type AgentMetrics struct {
 	// included, by image_size_in_bytes (a size bucket such as
 	// "10MB-100MB").
 	ImagePullDuration *prometheus.HistogramVec
+	// ImageVolumeRequested, ImageVolumeMounted, ImageVolumeMountErrors:
+	// image volumes asked for by container starts, and their mounts that
+	// succeeded or failed (ImageVolumeMounts).
+	ImageVolumeRequested   prometheus.Counter
+	ImageVolumeMounted     prometheus.Counter
+	ImageVolumeMountErrors prometheus.Counter
 	// NodeName: 1, labelled with the node's name (SetNodeName).
 	NodeName *prometheus.GaugeVec
 	// Node start-up phases (SetNodeStartup).
@@ -170,6 +179,15 @@ func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
 			Name: MetricImagePullDuration, Buckets: imagePullBuckets,
 			Help: alpha("Duration in seconds to pull an image."),
 		}, []string{"image_size_in_bytes"}),
+		ImageVolumeRequested: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricImageVolumeRequested, Help: beta("Number of requested image volumes."),
+		}),
+		ImageVolumeMounted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricImageVolumeMounted, Help: beta("Number of successful image volume mounts."),
+		}),
+		ImageVolumeMountErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricImageVolumeMountErrors, Help: beta("Number of failed image volume mounts."),
+		}),
 		NodeName: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricNodeName, Help: alpha("The node's name. The count is always 1."),
 		}, []string{"node"}),
@@ -180,7 +198,7 @@ func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
 		m.PLEGRelistDuration, m.PLEGRelistInterval, m.PLEGLastSeen, m.RunningPods, m.RunningContainers, m.Evictions,
 		m.RuntimeOperations, m.RuntimeOperationsErrors, m.RuntimeOperationsDuration,
 		m.StartedPods, m.StartedPodsErrors, m.StartedContainers, m.StartedContainersErrors,
-		m.ImagePullDuration, m.NodeName}
+		m.ImagePullDuration, m.ImageVolumeRequested, m.ImageVolumeMounted, m.ImageVolumeMountErrors, m.NodeName}
 	for _, c := range append(cs, m.NodeStartup.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: register agent metrics: %w", err)
@@ -254,6 +272,14 @@ func (m *AgentMetrics) StartedContainer(containerType, failure string) {
 	if failure != "" {
 		m.StartedContainersErrors.WithLabelValues(containerType, failure).Inc()
 	}
+}
+
+// ImageVolumeMounts records the image volumes of one container start
+// (criruntime.ImageVolumeMetrics).
+func (m *AgentMetrics) ImageVolumeMounts(requested, succeeded, failed int) {
+	m.ImageVolumeRequested.Add(float64(requested))
+	m.ImageVolumeMounted.Add(float64(succeeded))
+	m.ImageVolumeMountErrors.Add(float64(failed))
 }
 
 // SetNodeName sets kubelet_node_name{node=name} to 1.

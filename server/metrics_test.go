@@ -200,9 +200,15 @@ func TestAgentMetricsHelp(t *testing.T) {
 	if len(mfs) == 0 {
 		t.Fatal("nothing gathered")
 	}
+	// Upstream's image volume counters are BETA, the rest ALPHA.
+	beta := map[string]bool{MetricImageVolumeRequested: true, MetricImageVolumeMounted: true, MetricImageVolumeMountErrors: true}
 	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetHelp(), "[ALPHA] ") {
-			t.Errorf("%s help %q lacks [ALPHA]", mf.GetName(), mf.GetHelp())
+		want := "[ALPHA] "
+		if beta[mf.GetName()] {
+			want = "[BETA] "
+		}
+		if !strings.HasPrefix(mf.GetHelp(), want) {
+			t.Errorf("%s help %q lacks %s", mf.GetName(), mf.GetHelp(), want)
 		}
 	}
 }
@@ -252,5 +258,21 @@ func TestPLEGLastSeen(t *testing.T) {
 	m.SetPLEGLastSeen(time.Unix(1234, 500))
 	if got := testutil.ToFloat64(m.PLEGLastSeen); got != 1234 {
 		t.Errorf("kubelet_pleg_last_seen_seconds = %v, want 1234", got)
+	}
+}
+
+func TestImageVolumeMetrics(t *testing.T) {
+	m, _ := newAgentMetrics(t)
+	m.ImageVolumeMounts(1, 2, 0)
+	m.ImageVolumeMounts(2, 0, 3)
+	for name, tc := range map[string]struct {
+		c    prometheus.Counter
+		want float64
+	}{
+		"requested": {m.ImageVolumeRequested, 3}, "succeeded": {m.ImageVolumeMounted, 2}, "failed": {m.ImageVolumeMountErrors, 3},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("%s = %v, want %v", name, got, tc.want)
+		}
 	}
 }

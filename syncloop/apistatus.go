@@ -23,6 +23,9 @@ const (
 type waitReason struct {
 	Reason  string
 	Message string
+	// Image is the image an image-pull reason was about when it is not the
+	// container's own (an image volume's), "" otherwise.
+	Image string
 }
 
 // statusInput is what the API status of a pod is computed from.

@@ -181,14 +181,14 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		case r.Err == nil:
 			s.setReason(pod.UID, r.Target, nil)
 		case errors.As(r.Err, &ae):
-			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(ae.Reason), Message: ae.Message})
+			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(ae.Reason), Message: ae.Message, Image: ae.Image})
 			if ae.Reason == nodekit.ErrImagePull {
 				c := findSpec(pod.Spec.Containers, r.Target)
 				if c == nil {
 					c = findSpec(pod.Spec.InitContainers, r.Target)
 				}
 				if c != nil {
-					s.pull.Next(imageKey(pod, c))
+					s.pull.Next(imageKey(pod, c, ae.Image))
 				}
 			}
 		default:
@@ -221,9 +221,13 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 	hold := func(c *v1.Container) bool {
 		cs := rs.FindContainer(c.Name)
 		if r, ok := s.reasonsOf(pod.UID)[c.Name]; ok && (r.Reason == string(nodekit.ErrImagePull) || r.Reason == string(nodekit.ErrImagePullBackOff)) {
-			key := imageKey(pod, c)
+			image := c.Image
+			if r.Image != "" {
+				image = r.Image // an image volume's pull
+			}
+			key := imageKey(pod, c, r.Image)
 			if in, left := s.pull.InBackoff(key); in {
-				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", c.Image)})
+				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", image), Image: r.Image})
 				if wait == 0 || left < wait {
 					wait = left
 				}
@@ -279,8 +283,12 @@ func (s *syncer) crashKey(pod *v1.Pod, c *v1.Container) string {
 }
 
 // imageKey names a container's image-pull back-off; a new image starts
-// with none.
-func imageKey(pod *v1.Pod, c *v1.Container) string {
+// with none. volumeImage, when set, is the image volume whose pull failed:
+// its back-off is its own, apart from the container image's.
+func imageKey(pod *v1.Pod, c *v1.Container, volumeImage string) string {
+	if volumeImage != "" {
+		return string(pod.UID) + "/" + c.Name + "/volume/" + volumeImage
+	}
 	return string(pod.UID) + "/" + c.Name + "/" + c.Image
 }
 

@@ -4,14 +4,17 @@
 // that converges the two, and the volume plugins behind the small Plugin
 // interface: emptyDir (disk, or tmpfs for medium Memory), hostPath (with the
 // upstream type checks), configMap, secret, downwardAPI and projected
-// (configMap, secret, downwardAPI and service-account token sources). It
-// also turns a container's volumeMounts into nodekit.Mounts, with safe
+// (configMap, secret, downwardAPI and service-account token sources), and
+// image (volumes[].image, as upstream's stub plugin: nothing on the host;
+// the mount carries the image reference and subPath in nodekit.Mount.Image
+// and ImageSubPath, read-only, and the Runtime pulls and mounts the image).
+// It also turns a container's volumeMounts into nodekit.Mounts, with safe
 // subPath and subPathExpr handling.
 //
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's
 // housekeeping does, once nothing is mounted below them), and has no CSI,
-// persistentVolumeClaim, ephemeral, image, block (volumeDevices) or in-tree
+// persistentVolumeClaim, ephemeral, block (volumeDevices) or in-tree
 // network-storage volumes yet: a plugin for them fits Plugin without changes
 // to callers. Until then WaitForAttachAndMount fails at once for a pod using
 // one, with upstream's "failed to process volumes=[...]: ... no volume

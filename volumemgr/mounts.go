@@ -22,7 +22,9 @@ import (
 // volumeMount, in order: the volume's host path (or, with subPath or
 // subPathExpr, a safe bind mount of the path inside it, see the subPath
 // notes), read-only when the mount or the volume says so, and the mount
-// propagation. It fits podopts.Builder.VolumeMounts. The pod's volumes must
+// propagation. An image volume's mount has no host path but the image
+// reference (Mount.Image) and subPath (Mount.ImageSubPath) for the Runtime
+// to mount, always read-only. It fits podopts.Builder.VolumeMounts. The pod's volumes must
 // be set up (WaitForAttachAndMount); it blocks on the file system, the
 // mount table and, for subPathExpr, Config.ContainerEnv. Errors carry
 // upstream's messages, for the CreateContainerConfigError status; details
@@ -46,6 +48,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	type vol struct {
 		path     string
 		readOnly bool
+		image    *v1.ImageVolumeSource
 	}
 	vols := map[string]vol{}
 	m.mu.Lock()
@@ -53,6 +56,9 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		for name, v := range a.volumes {
 			if v.setUp {
 				vols[name] = vol{path: v.path, readOnly: v.readOnly}
+				if v.spec != nil && v.spec.Image != nil {
+					vols[name] = vol{readOnly: true, image: v.spec.Image}
+				}
 			}
 		}
 	}
@@ -78,8 +84,17 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 				return nil, err
 			}
 		}
-		hostPath := v.path
-		if sub != "" {
+		hostPath, imageSub := v.path, ""
+		switch {
+		case v.image != nil:
+			// The runtime mounts the image; subPath names a directory in
+			// it, checked here as for any volume and by the runtime for
+			// existence.
+			if err := checkSubPath(sub); err != nil {
+				return nil, err
+			}
+			hostPath, imageSub = "", sub
+		case sub != "":
 			var err error
 			if hostPath, err = m.subPathMount(ctx, pod, c, i, vm, v.path, sub); err != nil {
 				return nil, err
@@ -95,10 +110,14 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		if !filepath.IsAbs(containerPath) {
 			containerPath = "/" + containerPath
 		}
-		out = append(out, nodekit.Mount{
+		mount := nodekit.Mount{
 			Name: vm.Name, ContainerPath: containerPath, HostPath: hostPath,
 			ReadOnly: vm.ReadOnly || v.readOnly, Propagation: vm.MountPropagation,
-		})
+		}
+		if v.image != nil {
+			mount.Image, mount.ImageSubPath = v.image.Reference, imageSub
+		}
+		out = append(out, mount)
 	}
 	return out, nil
 }
@@ -107,11 +126,8 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 // the bind mount of it.
 func (m *Manager) subPathMount(ctx context.Context, pod *v1.Pod, c *v1.Container, index int, vm v1.VolumeMount, volPath, sub string) (string, error) {
 	log := logger(ctx).WithValues("pod", klog.KObj(pod), "container", c.Name, "volumeMount", vm.Name)
-	if filepath.IsAbs(sub) {
-		return "", fmt.Errorf("error SubPath `%s` must not be an absolute path", sub)
-	}
-	if slices.Contains(strings.Split(filepath.ToSlash(sub), "/"), "..") {
-		return "", fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", sub)
+	if err := checkSubPath(sub); err != nil {
+		return "", err
 	}
 	full := filepath.Join(volPath, sub)
 	if _, err := os.Stat(full); errors.Is(err, fs.ErrNotExist) {
@@ -133,6 +149,18 @@ func (m *Manager) subPathMount(ctx context.Context, pod *v1.Pod, c *v1.Container
 		return "", fmt.Errorf("failed to prepare subPath for volumeMount %q of container %q", vm.Name, c.Name)
 	}
 	return path, nil
+}
+
+// checkSubPath refuses an absolute subPath or one that steps out of the
+// volume, with upstream's messages.
+func checkSubPath(sub string) error {
+	if filepath.IsAbs(sub) {
+		return fmt.Errorf("error SubPath `%s` must not be an absolute path", sub)
+	}
+	if slices.Contains(strings.Split(filepath.ToSlash(sub), "/"), "..") {
+		return fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", sub)
+	}
+	return nil
 }
 
 // containerEnv returns the container's environment by name.

@@ -39,6 +39,7 @@ func builtinPlugins(h *host) []Plugin {
 	return []Plugin{
 		&emptyDirPlugin{h}, &hostPathPlugin{},
 		&configMapPlugin{h}, &secretPlugin{h}, &downwardAPIPlugin{h}, &projectedPlugin{h},
+		&imagePlugin{},
 	}
 }
 

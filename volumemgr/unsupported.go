@@ -31,8 +31,8 @@ func SourceName(vol *v1.Volume) string {
 }
 
 // noPluginError is upstream's error for a volume without a plugin, with
-// what nodekit lacks: volumemgr has no CSI, persistent-volume, image or
-// in-tree network-storage plugins.
+// what nodekit lacks: volumemgr has no CSI, persistent-volume or in-tree
+// network-storage plugins.
 func noPluginError(vol *v1.Volume) error {
 	what := "a volume without a source"
 	if s := SourceName(vol); s != "" {

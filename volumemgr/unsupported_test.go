@@ -20,7 +20,7 @@ import (
 // lands in the second group until a plugin claims it, so a new source can
 // never be silently skipped.
 func TestUnsupportedVolumeSources(t *testing.T) {
-	supported := []string{"hostPath", "emptyDir", "secret", "downwardAPI", "configMap", "projected"}
+	supported := []string{"hostPath", "emptyDir", "secret", "downwardAPI", "configMap", "projected", "image"}
 	rt := reflect.TypeFor[v1.VolumeSource]()
 	for i := range rt.NumField() {
 		field := rt.Field(i)

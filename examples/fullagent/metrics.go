@@ -8,9 +8,13 @@ import (
 	"k8s.io/component-base/version"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/stats"
 )
+
+// The runtime finds the image volume counters on the metrics it is given.
+var _ criruntime.ImageVolumeMetrics = (*agentMetrics)(nil)
 
 // agentMetrics are the registries the node API serves and the metrics the
 // parts report into: built first, so the runtime, the PLEG, the probes,

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/statusmgr"
@@ -129,3 +130,6 @@ func (r *reclaim) run(start func(string, func(context.Context) error)) {
 }
 
 var _ gc.PodStateProvider = (*syncloop.Loop)(nil)
+
+// Image GC counts the images of image volumes as in use.
+var _ gc.MountedImageLister = (*criruntime.Runtime)(nil)
