@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Checkpoints as upstream kubelet v1.37 writes and reads them (the
@@ -99,7 +101,7 @@ func TestCheckpointFileCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(path, b, false); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, found, err := readCheckpoint(path); err != nil || !found || !statesEqual(got, st) {

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/utils/dump"
@@ -165,39 +164,4 @@ func readCheckpoint(path string) (policy string, st state, found bool, err error
 	}
 	policy, st, err = decodeCheckpoint(b)
 	return policy, st, true, err
-}
-
-// writeFileAtomic replaces path with data through a synced temporary file
-// and a rename (noSync skips the syncs, for tests).
-func writeFileAtomic(path string, data []byte, noSync bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil && !noSync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return err
-	}
-	if !noSync {
-		if d, err := os.Open(dir); err == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
-	}
-	return nil
 }

@@ -18,11 +18,12 @@ type options struct {
 	rename func(oldpath, newpath string) error
 }
 
-// NoSync skips the fsync of the file and of its directory. The replacement
-// stays atomic for other readers but is not durable across a power loss;
-// it is meant for tests that write thousands of checkpoints.
-func NoSync() Option {
-	return func(o *options) { o.noSync = true }
+// NoSync, when skip is true, skips the fsync of the file and of its
+// directory. The replacement stays atomic for other readers but is not
+// durable across a power loss; it is meant for tests that write thousands
+// of checkpoints.
+func NoSync(skip bool) Option {
+	return func(o *options) { o.noSync = skip }
 }
 
 // WriteFileAtomic replaces the file at path with data and mode perm. It

@@ -18,7 +18,7 @@ func TestWriteFileAtomicCreatesAndReplaces(t *testing.T) {
 		opts []Option
 	}{
 		{name: "synced"},
-		{name: "no sync", opts: []Option{NoSync()}},
+		{name: "no sync", opts: []Option{NoSync(true)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
