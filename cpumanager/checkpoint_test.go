@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nodekit/nodekit/internal/ckpt"
 	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
@@ -83,7 +84,7 @@ func TestEncodeWritesUpstreamChecksums(t *testing.T) {
 	if got := legacyChecksum(f, "CPUManagerCheckpointV3", true); got != 1942532442 {
 		t.Errorf("v3 checksum %d, want upstream's 1942532442", got)
 	}
-	if f.DataChecksum != stringChecksum(f.Data) || !strings.Contains(string(b), `"defaultCpuSet":"7-9"`) {
+	if f.DataChecksum != ckpt.Checksum(f.Data) || !strings.Contains(string(b), `"defaultCpuSet":"7-9"`) {
 		t.Errorf("file %s", b)
 	}
 	policy, back, err := decodeCheckpoint(b)

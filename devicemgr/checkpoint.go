@@ -1,10 +1,7 @@
 package devicemgr
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -12,6 +9,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodekit/nodekit/devicemgr/internal/checkpoint"
+	"github.com/nodekit/nodekit/internal/ckpt"
 	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
@@ -24,12 +22,12 @@ import (
 
 // restore loads the checkpoint, if any, into the empty manager.
 func (m *Manager) restore() error {
-	b, err := os.ReadFile(m.ckPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	b, found, err := ckpt.Read(m.ckPath)
 	if err != nil {
-		return fmt.Errorf("devicemgr: read checkpoint: %w", err)
+		return fmt.Errorf("devicemgr: %w", err)
+	}
+	if !found {
+		return nil
 	}
 	entries, registered, err := checkpoint.Unmarshal(b)
 	if err != nil {
