@@ -15,6 +15,8 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // LoadClientConfig returns the node's client config, bootstrapping its
@@ -193,33 +195,11 @@ func writeKubeconfig(path string, boot *rest.Config, pemPath string) error {
 	if err != nil {
 		return fmt.Errorf("encode kubeconfig %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, data, 0o600); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes data beside name and renames it into place, so
-// a crash never leaves a half-written file.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }

@@ -4,15 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/utils/cpuset"
 	"k8s.io/utils/dump"
+
+	"github.com/nodekit/nodekit/internal/ckpt"
 )
 
 // StateFileName is the checkpoint's name under Config.StateDir, as upstream.
@@ -97,7 +95,7 @@ func encodeCheckpoint(policy string, st state) ([]byte, error) {
 	}
 	f := checkpointFile{
 		PolicyName: policy, DefaultCPUSet: st.defaultSet.String(), Entries: entries,
-		Data: string(data), DataChecksum: stringChecksum(string(data)),
+		Data: string(data), DataChecksum: ckpt.Checksum(string(data)),
 	}
 	f.Checksum = legacyChecksum(f, "CPUManagerCheckpoint", false)
 	return json.Marshal(f)
@@ -115,7 +113,7 @@ func decodeCheckpoint(b []byte) (policy string, st state, err error) {
 		if err := json.Unmarshal([]byte(f.Data), &d); err != nil {
 			return "", st, fmt.Errorf("could not load v4 checkpoint: failed to deserialize cpu manager checkpoint data: %w", err)
 		}
-		if stringChecksum(f.Data) != f.DataChecksum {
+		if ckpt.Checksum(f.Data) != f.DataChecksum {
 			return "", st, fmt.Errorf("could not load v4 checkpoint: %w", ErrCorruptCheckpoint)
 		}
 	} else {
@@ -147,14 +145,6 @@ func decodeCheckpoint(b []byte) (policy string, st state, err error) {
 		}
 	}
 	return d.PolicyName, st, nil
-}
-
-// stringChecksum is upstream's checksum of a string: FNV-32a over the
-// string as its hash printer renders it.
-func stringChecksum(s string) uint64 {
-	h := fnv.New32a()
-	h.Write([]byte(dump.ForHash(s)))
-	return uint64(h.Sum32())
 }
 
 // The legacy checksum is FNV-32a over upstream's hash printing of its v2
@@ -193,56 +183,15 @@ func legacyChecksum(f checkpointFile, typeName string, v3 bool) uint64 {
 		"cpumanager.legacyChecksumType", "checksum.Checksum",
 		"cpumanager.legacyPodEntries", "state.PodCPUAssignments",
 	).Replace(dump.ForHash(obj))
-	h := fnv.New32a()
-	h.Write([]byte(s))
-	return uint64(h.Sum32())
+	return ckpt.ChecksumPrinted(s)
 }
 
 // readCheckpoint loads the checkpoint at path; a missing file is found=false.
 func readCheckpoint(path string) (policy string, st state, found bool, err error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", newState(), false, nil
-	}
-	if err != nil {
-		return "", st, false, err
+	b, found, err := ckpt.Read(path)
+	if err != nil || !found {
+		return "", newState(), false, err
 	}
 	policy, st, err = decodeCheckpoint(b)
 	return policy, st, true, err
-}
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, synced (unless noSync, for tests), then renamed over it, so a
-// crash leaves the old or the new checkpoint, never half of one.
-func writeFileAtomic(path string, data []byte, noSync bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil && !noSync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return err
-	}
-	if !noSync {
-		if d, err := os.Open(dir); err == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
-	}
-	return nil
 }

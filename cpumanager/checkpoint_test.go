@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nodekit/nodekit/internal/ckpt"
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Checkpoints as upstream kubelet v1.37 writes and reads them (the
@@ -81,7 +84,7 @@ func TestEncodeWritesUpstreamChecksums(t *testing.T) {
 	if got := legacyChecksum(f, "CPUManagerCheckpointV3", true); got != 1942532442 {
 		t.Errorf("v3 checksum %d, want upstream's 1942532442", got)
 	}
-	if f.DataChecksum != stringChecksum(f.Data) || !strings.Contains(string(b), `"defaultCpuSet":"7-9"`) {
+	if f.DataChecksum != ckpt.Checksum(f.Data) || !strings.Contains(string(b), `"defaultCpuSet":"7-9"`) {
 		t.Errorf("file %s", b)
 	}
 	policy, back, err := decodeCheckpoint(b)
@@ -99,7 +102,7 @@ func TestCheckpointFileCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeFileAtomic(path, b, false); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, found, err := readCheckpoint(path); err != nil || !found || !statesEqual(got, st) {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -184,7 +185,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 func (m *Manager) persist(st state) error {
 	b, err := encodeCheckpoint(m.policy, st)
 	if err == nil {
-		err = writeFileAtomic(m.path, b, m.noSync)
+		err = fsutil.WriteFileAtomic(m.path, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("cpumanager: write checkpoint %s: %w", m.path, err)

@@ -1,11 +1,7 @@
 package devicemgr
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -13,6 +9,8 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/nodekit/nodekit/devicemgr/internal/checkpoint"
+	"github.com/nodekit/nodekit/internal/ckpt"
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // The checkpoint is upstream's file byte for byte in layout and checksum
@@ -24,12 +22,12 @@ import (
 
 // restore loads the checkpoint, if any, into the empty manager.
 func (m *Manager) restore() error {
-	b, err := os.ReadFile(m.ckPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	b, found, err := ckpt.Read(m.ckPath)
 	if err != nil {
-		return fmt.Errorf("devicemgr: read checkpoint: %w", err)
+		return fmt.Errorf("devicemgr: %w", err)
+	}
+	if !found {
+		return nil
 	}
 	entries, registered, err := checkpoint.Unmarshal(b)
 	if err != nil {
@@ -70,7 +68,7 @@ func (m *Manager) persist() error {
 		b, err = checkpoint.Marshal(entries, registered)
 	}
 	if err == nil {
-		err = writeFileAtomic(m.ckPath, b, m.noSync)
+		err = fsutil.WriteFileAtomic(m.ckPath, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("devicemgr: write checkpoint %s: %w", m.ckPath, err)
@@ -117,40 +115,4 @@ func sortedMapKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// writeFileAtomic replaces path with data through a synced temporary file
-// renamed over it, so a crash leaves the old or the new file, never half
-// of one. noSync skips the syncs (tests).
-func writeFileAtomic(path string, data []byte, noSync bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil && !noSync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return err
-	}
-	if !noSync {
-		if d, err := os.Open(dir); err == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
-	}
-	return nil
 }

@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"k8s.io/utils/dump"
+
+	"github.com/nodekit/nodekit/internal/ckpt"
 )
 
 // StateFileName is the checkpoint's name under Config.StateDir, as upstream.
@@ -55,7 +53,7 @@ func encodeCheckpoint(policy string, st state) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to serialize memory manager checkpoint data: %w", err)
 	}
-	f := checkpointFile{PolicyName: policy, MachineState: machine, Entries: entries, Data: string(data), DataChecksum: stringChecksum(string(data))}
+	f := checkpointFile{PolicyName: policy, MachineState: machine, Entries: entries, Data: string(data), DataChecksum: ckpt.Checksum(string(data))}
 	f.Checksum = legacyChecksum(f, false)
 	return json.Marshal(f)
 }
@@ -70,7 +68,7 @@ func decodeCheckpoint(b []byte) (policy string, st state, err error) {
 		if err := json.Unmarshal([]byte(f.Data), &d); err != nil {
 			return "", st, fmt.Errorf("could not load v3 checkpoint: failed to deserialize memory manager checkpoint data: %w", err)
 		}
-		if stringChecksum(f.Data) != f.DataChecksum {
+		if ckpt.Checksum(f.Data) != f.DataChecksum {
 			return "", st, fmt.Errorf("could not load v3 checkpoint: %w", ErrCorruptCheckpoint)
 		}
 		if len(d.PodEntries) > 0 {
@@ -98,12 +96,6 @@ func decodeCheckpoint(b []byte) (policy string, st state, err error) {
 		}
 	}
 	return d.PolicyName, st, nil
-}
-
-func stringChecksum(s string) uint64 {
-	h := fnv.New32a()
-	h.Write([]byte(dump.ForHash(s)))
-	return uint64(h.Sum32())
 }
 
 // Mirror types of upstream's v1 and v2 checkpoint structs for the legacy
@@ -150,54 +142,14 @@ func legacyChecksum(f checkpointFile, v2 bool) uint64 {
 	if v2 {
 		obj = &legacyCheckpointV2{PolicyName: f.PolicyName, MachineState: machine, Entries: entries, PodEntries: legacyPodEntries{}}
 	}
-	h := fnv.New32a()
-	h.Write([]byte(legacyNames.Replace(dump.ForHash(obj))))
-	return uint64(h.Sum32())
+	return ckpt.ChecksumPrinted(legacyNames.Replace(dump.ForHash(obj)))
 }
 
 func readCheckpoint(path string) (policy string, st state, found bool, err error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", state{machine: numaNodeMap{}, assignments: containerAssignments{}}, false, nil
-	}
-	if err != nil {
-		return "", st, false, err
+	b, found, err := ckpt.Read(path)
+	if err != nil || !found {
+		return "", state{machine: numaNodeMap{}, assignments: containerAssignments{}}, false, err
 	}
 	policy, st, err = decodeCheckpoint(b)
 	return policy, st, true, err
-}
-
-// writeFileAtomic replaces path with data through a synced temporary file
-// and a rename (noSync skips the syncs, for tests).
-func writeFileAtomic(path string, data []byte, noSync bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil && !noSync {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(name, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return err
-	}
-	if !noSync {
-		if d, err := os.Open(dir); err == nil {
-			_ = d.Sync()
-			_ = d.Close()
-		}
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/ckpt"
 )
 
 // Upstream kubelet v1.37's memory manager checkpoints (fixtures of its
@@ -73,7 +75,7 @@ func TestEncodeRoundTripAndChecksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The v1 part carries upstream's v1 checksum: the fixture's.
-	if f.Checksum != 4215593881 || f.DataChecksum != stringChecksum(f.Data) {
+	if f.Checksum != 4215593881 || f.DataChecksum != ckpt.Checksum(f.Data) {
 		t.Errorf("checksums %d/%d in %s", f.Checksum, f.DataChecksum, b)
 	}
 	policy, back, err := decodeCheckpoint(b)

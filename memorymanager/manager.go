@@ -18,6 +18,7 @@ import (
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -207,7 +208,7 @@ func reservation(machine *topology.Machine, list []kubeletconfig.MemoryReservati
 func (m *Manager) persist(st state) error {
 	b, err := encodeCheckpoint(m.policy, st)
 	if err == nil {
-		err = writeFileAtomic(m.path, b, m.noSync)
+		err = fsutil.WriteFileAtomic(m.path, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("memorymanager: write checkpoint %s: %w", m.path, err)

@@ -9,12 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // CheckpointVersion is the version of the pod checkpoint format this
@@ -179,46 +180,8 @@ func WriteCheckpoint(path string, c *PodCheckpoint) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(path, data)
-}
-
-func writeFileSync(path string, data []byte) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
 		return fmt.Errorf("podconfig: write checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: fsync: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: open directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("podconfig: write checkpoint: fsync directory: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 const (
@@ -146,28 +147,7 @@ func EnsureHostsFile(path string, content []byte) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create hosts file directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create hosts file: %w", err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after a successful rename
-	if _, err := f.Write(content); err != nil {
-		f.Close()
-		return fmt.Errorf("write hosts file: %w", err)
-	}
-	if err := f.Chmod(0o644); err != nil {
-		f.Close()
-		return fmt.Errorf("write hosts file: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write hosts file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write hosts file: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsutil.WriteFileAtomic(path, content, 0o644); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
 	return nil

@@ -25,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 const (
@@ -215,7 +217,10 @@ func (c *CSRCertificate) Rotate(ctx context.Context) error {
 		return fmt.Errorf("server: serving CSR %s issued an unusable certificate: %w", created.Name, err)
 	}
 	if c.cfg.Dir != "" {
-		if err := writeAtomic(filepath.Join(c.cfg.Dir, CurrentServingCertFile), pairPEM); err != nil {
+		if err := os.MkdirAll(c.cfg.Dir, 0o700); err != nil {
+			return fmt.Errorf("server: keep serving certificate: %w", err)
+		}
+		if err := fsutil.WriteFileAtomic(filepath.Join(c.cfg.Dir, CurrentServingCertFile), pairPEM, 0o600); err != nil {
 			return fmt.Errorf("server: keep serving certificate: %w", err)
 		}
 	}
@@ -343,27 +348,4 @@ func parsePair(data []byte) (*tls.Certificate, error) {
 		}
 	}
 	return &pair, nil
-}
-
-func writeAtomic(name string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // fileContent is the checkpoint, in upstream kubelet's format, so either
@@ -64,8 +66,7 @@ func parse(data []byte) (Mapping, error) {
 	return Mapping{HostID: u.HostID, Length: u.Length}, nil
 }
 
-// write checkpoints m for the pod durably: a temporary file renamed over
-// the old one, then the directory synced.
+// write checkpoints m for the pod durably (fsutil.WriteFileAtomic).
 func (a *Allocator) write(uid types.UID, m Mapping) error {
 	dir := filepath.Dir(a.file(uid))
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -76,34 +77,8 @@ func (a *Allocator) write(uid types.UID, m Mapping) error {
 	if err != nil {
 		return fmt.Errorf("userns: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+FileName+"-")
-	if err != nil {
-		return fmt.Errorf("userns: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), a.file(uid))
-	}
-	if werr != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("userns: write checkpoint of pod %s: %w", uid, werr)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("userns: %w", err)
-	}
-	serr := d.Sync()
-	if cerr := d.Close(); serr == nil {
-		serr = cerr
-	}
-	if serr != nil {
-		return fmt.Errorf("userns: sync %s: %w", dir, serr)
+	if err := fsutil.WriteFileAtomic(a.file(uid), data, 0o600); err != nil {
+		return fmt.Errorf("userns: write checkpoint of pod %s: %w", uid, err)
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Identities the control plane issues certificates for.
@@ -223,33 +225,8 @@ func writePair(certFile, keyFile string, kp keyPair) error {
 	if err := os.MkdirAll(filepath.Dir(certFile), 0o755); err != nil {
 		return fmt.Errorf("create certificate directory: %w", err)
 	}
-	if err := writeFileAtomic(keyFile, kp.keyPEM, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(keyFile, kp.keyPEM, 0o600); err != nil {
 		return err
 	}
-	return writeFileAtomic(certFile, kp.certPEM, 0o644)
-}
-
-// writeFileAtomic writes data to a temporary file beside name and renames it
-// into place, so readers never see a half-written file.
-func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
+	return fsutil.WriteFileAtomic(certFile, kp.certPEM, 0o644)
 }

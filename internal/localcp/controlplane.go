@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 const (
@@ -248,10 +250,10 @@ func (c *ControlPlane) writePKI(now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(c.ServiceAccountKeyFile, priv, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(c.ServiceAccountKeyFile, priv, 0o600); err != nil {
 		return err
 	}
-	return writeFileAtomic(pkiPath(c.Dir, "sa.pub"), pub, 0o644)
+	return fsutil.WriteFileAtomic(pkiPath(c.Dir, "sa.pub"), pub, 0o644)
 }
 
 // Attach returns the control plane already running in dir (started with
@@ -374,7 +376,7 @@ func writeKubeconfig(path string, kc *clientcmdapi.Config) error {
 	if err != nil {
 		return fmt.Errorf("encode kubeconfig %s: %w", path, err)
 	}
-	return writeFileAtomic(path, data, 0o600)
+	return fsutil.WriteFileAtomic(path, data, 0o600)
 }
 
 func validateNodeName(name string) error {

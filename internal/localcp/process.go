@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Process names; they are also the names of the pidfiles (Dir/NAME.pid) and
@@ -114,7 +116,7 @@ func startProcLog(ctx context.Context, dir, name, bin string, args []string, det
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	if err := writeFileAtomic(pidFilePath(dir, name), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(pidFilePath(dir, name), []byte(strconv.Itoa(p.pid)+"\n"), 0o644); err != nil {
 		_ = p.stop(ctx, 0) // nobody can stop it by pidfile; never leave it behind
 		return nil, fmt.Errorf("start %s: pidfile: %w", name, err)
 	}

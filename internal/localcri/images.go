@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Short names of the images BuildImages produces.
@@ -320,14 +322,14 @@ func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar,
 		blobs = append(blobs, l.blob)
 	}
 	tarPath, metaPath := cachePaths(b.cacheDir, s.name, key)
-	if err := writeFileAtomic(tarPath, func(w io.Writer) error { return writeLayout(w, idxData, blobs) }); err != nil {
+	if err := fsutil.WriteAtomic(tarPath, 0o644, func(w io.Writer) error { return writeLayout(w, idxData, blobs) }); err != nil {
 		return ImageTar{}, fmt.Errorf("write %s: %w", tarPath, err)
 	}
 	meta, err := json.MarshalIndent(it, "", "  ")
 	if err != nil {
 		return ImageTar{}, fmt.Errorf("encode image metadata: %w", err)
 	}
-	if err := writeFileAtomic(metaPath, func(w io.Writer) error { _, err := w.Write(meta); return err }); err != nil {
+	if err := fsutil.WriteFileAtomic(metaPath, meta, 0o644); err != nil {
 		return ImageTar{}, fmt.Errorf("write %s: %w", metaPath, err)
 	}
 	it.Path = tarPath
@@ -359,31 +361,6 @@ func repoDigests(tags []string, digest string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
 }
 
 func fileDigest(path string) (string, error) {

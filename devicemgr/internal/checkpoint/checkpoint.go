@@ -11,9 +11,8 @@ package checkpoint
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 
-	"k8s.io/utils/dump"
+	"github.com/nodekit/nodekit/internal/ckpt"
 )
 
 // DevicesPerNUMA is the device IDs of one allocation keyed by NUMA node
@@ -72,7 +71,5 @@ func Unmarshal(b []byte) (entries []PodDevicesEntry, registered map[string][]str
 
 // sum is upstream's checksum: FNV-32a over the hash printing of the data.
 func sum(d checkpointData) Checksum {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(dump.ForHash(d)))
-	return Checksum(h.Sum32())
+	return Checksum(ckpt.Checksum(d))
 }

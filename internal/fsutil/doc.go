@@ -1,0 +1,14 @@
+// Package fsutil holds the node agent's durable file writes: WriteFileAtomic
+// and WriteAtomic replace a file so that a crash or power loss leaves either
+// the old content or the new, never a mix, and the new name survives once
+// the call returns. Every package that keeps state or generated files on the
+// node (checkpoints, kubeconfigs, certificates, hosts files) writes through
+// it instead of carrying its own copy.
+//
+// It does not own any file format, locking between writers, or the
+// projected-volume writer of volumemgr, which swaps whole directories.
+//
+//	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+//		return fmt.Errorf("write checkpoint: %w", err)
+//	}
+package fsutil
