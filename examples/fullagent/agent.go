@@ -284,6 +284,9 @@ func reserved(cfg *kubeletv1beta1.KubeletConfiguration) v1.ResourceList {
 	return out
 }
 
+// run starts every part (the node-facing ones, then the pod-facing ones)
+// and the loop, and blocks until the loop ends or a part fails; then it
+// stops the event broadcaster and closes the runtime.
 func (a *agent) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	errc := make(chan error, 8)
@@ -294,6 +297,38 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}()
 	}
+	a.startNodeSide(ctx, start)
+	if err := a.startPodSide(ctx, start); err != nil {
+		return err
+	}
+	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- a.loop.Run(ctx) }()
+	var loopErr error
+	select {
+	case err := <-errc:
+		return err
+	case loopErr = <-loopDone:
+	}
+	if a.events != nil {
+		a.events.Shutdown()
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = a.runtime.Close(shutdownCtx)
+	if ctx.Err() != nil {
+		return nil // stopped: the loop ends with the context
+	}
+	return loopErr
+}
+
+// starter runs a part in the agent's group under a name its error carries.
+type starter = func(name string, f func(context.Context) error)
+
+// startNodeSide relists once, registers the node and starts its status,
+// Lease, informers, certificates, the node API, healthz and the status
+// manager.
+func (a *agent) startNodeSide(ctx context.Context, start starter) {
 	// One relist before registering, so the node's first status can
 	// already say Ready (the PLEG is healthy once it has relisted).
 	a.relist.Relist(ctx)
@@ -320,6 +355,14 @@ func (a *agent) run(ctx context.Context) error {
 		start("healthz", a.healthz.Run)
 	}
 	start("status manager", a.status.Run)
+}
+
+// startPodSide makes the root dir a shared mount, sets up the pod cgroups
+// and device plugins, and starts the parts pods run with: volumes, PLEG,
+// OOM watcher, log rotation, probes, pod sources, node shutdown, reclaim
+// and the resource managers.
+func (a *agent) startPodSide(ctx context.Context, start starter) error {
+	logger := klog.FromContext(ctx)
 	// Mount propagation (HostToContainer, Bidirectional) needs the root
 	// dir to be a shared mount, as upstream makes it.
 	if err := (volumemgr.HostMounter{}).MakeRShared(ctx, a.rootDir); err != nil {
@@ -356,25 +399,7 @@ func (a *agent) run(ctx context.Context) error {
 	})
 	a.reclaim.run(start)
 	a.resources.run(start)
-	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- a.loop.Run(ctx) }()
-	var loopErr error
-	select {
-	case err := <-errc:
-		return err
-	case loopErr = <-loopDone:
-	}
-	if a.events != nil {
-		a.events.Shutdown()
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = a.runtime.Close(shutdownCtx)
-	if ctx.Err() != nil {
-		return nil // stopped: the loop ends with the context
-	}
-	return loopErr
+	return nil
 }
 
 func nodeNameOf(override string) (string, error) {
