@@ -93,6 +93,7 @@ type FreshNodeGetter interface {
 // subsystem. To keep upstream's precedence an agent chains them around these:
 // eviction, sysctls, and the CPU/memory/topology/device managers before
 // Builtins; AppArmor and node shutdown after; custom policies last.
+// DefaultChain builds that order.
 func Builtins(node NodeGetter) []nodekit.Admitter {
 	return []nodekit.Admitter{
 		NewOS(node),
