@@ -93,6 +93,7 @@ type FreshNodeGetter interface {
 // subsystem. To keep upstream's precedence an agent chains them around these:
 // eviction, sysctls, and the CPU/memory/topology/device managers before
 // Builtins; AppArmor and node shutdown after; custom policies last.
+// DefaultChain builds that order.
 func Builtins(node NodeGetter) []nodekit.Admitter {
 	return []nodekit.Admitter{
 		NewOS(node),
@@ -104,6 +105,57 @@ func Builtins(node NodeGetter) []nodekit.Admitter {
 		NewTaintToleration(node),
 		NewPodFeatures(),
 	}
+}
+
+// ChainConfig names the admit handlers of upstream kubelet that live
+// outside this package (they belong to the packages owning their
+// subsystem), so DefaultChain can put each in upstream's place. A nil field
+// is left out.
+type ChainConfig struct {
+	// Node is what Builtins(Node) admit against; unused when Builtins is
+	// set.
+	Node NodeGetter
+	// Builtins, when not nil, stands in for Builtins(Node): an agent that
+	// wraps one of them (say ResourceFit, to see the node's allocatable as
+	// a device manager sanitizes it) passes its own list, in that order.
+	Builtins []nodekit.Admitter
+
+	Eviction  nodekit.Admitter // node pressure (eviction.Manager)
+	Sysctls   nodekit.Admitter // *Sysctls
+	Resources nodekit.Admitter // the topology manager, which has the CPU and memory managers allocate
+	Devices   nodekit.Admitter // device plugins (devicemgr.Manager)
+	AppArmor  nodekit.Admitter // *AppArmor
+	Shutdown  nodekit.Admitter // graceful node shutdown (shutdown.Manager)
+
+	// Custom are the agent's own policies, run last in the order given.
+	Custom []nodekit.Admitter
+}
+
+// DefaultChain returns the admitters of cfg in the order upstream kubelet
+// (v1.37) runs its admit handlers, so the first rejection carries the
+// reason upstream would report:
+//
+//	Eviction, Sysctls, Resources, Devices, the built-in predicates
+//	(Builtins), AppArmor, Shutdown, then Custom
+//
+// Hand the result to the loop (syncloop.Config.Admitters) or to NewChain.
+func DefaultChain(cfg ChainConfig) []nodekit.Admitter {
+	builtins := cfg.Builtins
+	if builtins == nil {
+		builtins = Builtins(cfg.Node)
+	}
+	ordered := make([]nodekit.Admitter, 0, 6+len(builtins)+len(cfg.Custom))
+	ordered = append(ordered, cfg.Eviction, cfg.Sysctls, cfg.Resources, cfg.Devices)
+	ordered = append(ordered, builtins...)
+	ordered = append(ordered, cfg.AppArmor, cfg.Shutdown)
+	ordered = append(ordered, cfg.Custom...)
+	out := ordered[:0]
+	for _, a := range ordered {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // getNode fetches the node, turning a failure or a nil node into upstream's

@@ -81,6 +81,39 @@ func TestBuiltinsOrder(t *testing.T) {
 	}
 }
 
+// TestDefaultChainOrder checks that DefaultChain places every handler in
+// upstream's slot, leaves nil ones out, and falls back to Builtins(Node).
+func TestDefaultChainOrder(t *testing.T) {
+	var asked []string
+	r := func(name string) nodekit.Admitter { return recorder(name, true, &asked) }
+	all := admission.DefaultChain(admission.ChainConfig{
+		Builtins: []nodekit.Admitter{r("builtin1"), r("builtin2")},
+		Eviction: r("eviction"), Sysctls: r("sysctls"), Resources: r("resources"), Devices: r("devices"),
+		AppArmor: r("apparmor"), Shutdown: r("shutdown"),
+		Custom: []nodekit.Admitter{r("custom1"), nil, r("custom2")},
+	})
+	if d := admission.NewChain(all...).Admit(context.Background(), nodekit.AdmitRequest{Pod: pod("p", "")}); d != nodekit.Admitted {
+		t.Fatalf("all admitting: got %+v", d)
+	}
+	want := []string{"eviction", "sysctls", "resources", "devices", "builtin1", "builtin2", "apparmor", "shutdown", "custom1", "custom2"}
+	if !reflect.DeepEqual(asked, want) || len(all) != len(want) {
+		t.Errorf("asked %v (%d admitters), want %v", asked, len(all), want)
+	}
+
+	var names []string
+	for _, a := range admission.DefaultChain(admission.ChainConfig{Sysctls: r("sysctls")}) {
+		if _, ok := a.(nodekit.AdmitFunc); ok {
+			names = append(names, "func")
+			continue
+		}
+		names = append(names, reflect.TypeOf(a).Elem().Name())
+	}
+	want = []string{"func", "OS", "SupplementalGroupsPolicy", "ResourceFit", "NodeAffinity", "NodeName", "NodePorts", "TaintToleration", "PodFeatures"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("DefaultChain with only Sysctls = %v, want %v", names, want)
+	}
+}
+
 // TestBuiltinsPrecedence checks that a pod failing two checks is rejected
 // with the reason upstream reports first.
 func TestBuiltinsPrecedence(t *testing.T) {

@@ -15,7 +15,8 @@
 // for a critical pod, as upstream kubelet can; a critical pod short of
 // resources is rejected like any other. Eviction and the
 // CPU/memory/topology/device manager admitters live in their own packages;
-// Builtins says where they and AppArmor go in the chain.
+// DefaultChain puts them, AppArmor, node shutdown and custom policies in
+// upstream's order around Builtins.
 //
 // The built-ins read the node through a NodeGetter, and the pods already
 // admitted from nodekit.AdmitRequest.Pods (terminal pods are ignored). A

@@ -75,17 +75,15 @@ func (n Node) Object() *v1.Node {
 	}
 }
 
-// Chain returns the chain an agent runs on this node: admission.Builtins
-// followed by custom, in order.
+// Chain returns the chain an agent runs on this node, in
+// admission.DefaultChain's order: admission.Builtins followed by custom, in
+// order.
 func (n Node) Chain(custom ...nodekit.Admitter) *admission.Chain {
 	node := n.Object()
-	c := admission.NewChain(admission.Builtins(admission.NodeFunc(func(context.Context) (*v1.Node, error) {
-		return node, nil
-	}))...)
-	for _, a := range custom {
-		c.Add(a)
-	}
-	return c
+	return admission.NewChain(admission.DefaultChain(admission.ChainConfig{
+		Node:   admission.NodeFunc(func(context.Context) (*v1.Node, error) { return node, nil }),
+		Custom: custom,
+	})...)
 }
 
 // Admit runs pod through Chain(custom...) with n.Pods as the admitted pods

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -24,7 +23,6 @@ import (
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
@@ -32,12 +30,10 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
-	"github.com/nodekit/nodekit/criruntime/userns"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
-	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/shutdown"
@@ -91,292 +87,94 @@ type agent struct {
 }
 
 // newAgent builds the agent from the options and the loaded, validated
-// configuration (loadConfig) and its feature gates.
+// configuration (loadConfig) and its feature gates, in layers: the agent's
+// base (node name, metrics, API clients), the runtime side, the pod side
+// and the node side (layers.go). Each layer hands the next what it needs.
 func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, error) {
+	a, recorder, err := newAgentBase(ctx, o, cfg, gates)
+	if err != nil {
+		return nil, err
+	}
+	cache, err := a.newRuntimeSide(ctx, o, recorder)
+	if err != nil {
+		return nil, err
+	}
+	h, err := a.newPodSide(ctx, o, recorder, cache)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.newNodeSide(ctx, o, recorder, h); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// newAgentBase checks the node-level options, sets the kernel tunables and
+// builds the agent's metrics and, with --kubeconfig, its API clients. It
+// returns the agent and the event recorder every later part reports to (a
+// fake one when standalone).
+func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, record.EventRecorder, error) {
 	logger := klog.FromContext(ctx)
 	nodeName, err := nodeNameOf(o.hostnameOverride)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if o.nodeIP != "" && net.ParseIP(o.nodeIP) == nil {
-		return nil, fmt.Errorf("--node-ip: %q is not an IP address", o.nodeIP)
+		return nil, nil, fmt.Errorf("--node-ip: %q is not an IP address", o.nodeIP)
 	}
 	if err := os.MkdirAll(o.rootDir, 0o750); err != nil {
-		return nil, fmt.Errorf("--root-dir: %w", err)
+		return nil, nil, fmt.Errorf("--root-dir: %w", err)
 	}
 	if err := kernelTunables(ctx, cfg, gates); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
 	if a.metrics, err = newAgentMetrics(nodeName, time.Now()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	logger = logger.WithValues("node", nodeName)
 
-	var recorder record.EventRecorder = &record.FakeRecorder{}
-	if o.kubeconfig != "" {
-		rc, err := a.clientConfig(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		rc.UserAgent = "nodekit-fullagent/" + nodeName
-		rc.ContentType = cfg.ContentType
-		// Events get a client of their own, limited by eventRecordQPS
-		// and eventBurst, as kubelet's.
-		ec := rest.CopyConfig(rc)
-		ec.QPS, ec.Burst = float32(*cfg.EventRecordQPS), int(cfg.EventBurst)
-		rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
-		cs, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", err)
-		}
-		events, err := kubernetes.NewForConfig(ec)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", err)
-		}
-		a.client = cs
-		a.events = record.NewBroadcaster(record.WithContext(ctx))
-		a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-		recorder = a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: nodeName})
-	} else {
+	if o.kubeconfig == "" {
 		if err := checkStandaloneAuth(cfg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		logger.Info("No --kubeconfig: running standalone, static pods only")
+		return a, &record.FakeRecorder{}, nil
 	}
+	recorder, err := a.connect(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a, recorder, nil
+}
 
-	// The user-namespace ID range, as kubelet: the kubelet user's
-	// subordinate IDs (getsubids) or the default; New checks it.
-	usernsFirst, usernsLength, err := userns.NodeRange(ctx, userns.OSHost{}, uint32(idsPerPod(cfg)))
-	if err != nil {
-		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
-	}
-	maxPulls := 0
-	if cfg.MaxParallelImagePulls != nil {
-		maxPulls = int(*cfg.MaxParallelImagePulls)
-	}
-	a.runtime, err = criruntime.New(ctx, criruntime.Config{
-		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
-		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
-		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
-		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
-		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
-		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
-		Metrics: a.metrics,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("container runtime: %w", err)
-	}
-	if cfg.CgroupDriver, err = cgroupDriverFromRuntime(ctx, a.runtime, cfg.CgroupDriver, cgroupDriverRetry); err != nil {
-		return nil, err
-	}
-	logMax := resource.MustParse(cfg.ContainerLogMaxSize) // validated by loadConfig
-	a.logRotation, err = logs.New(logs.Config{
-		MaxSize: logMax.Value(), MaxFiles: int(*cfg.ContainerLogMaxFiles),
-		Workers: int(*cfg.ContainerLogMaxWorkers), Interval: cfg.ContainerLogMonitorInterval.Duration,
-	}, a.runtime)
-	if err != nil {
-		return nil, fmt.Errorf("container log rotation: %w", err)
-	}
-
-	// Pod sources.
-	var sources []nodekit.Source
-	clk := clock.RealClock{}
-	if cfg.StaticPodPath != "" {
-		sources = append(sources, podconfig.NewFileSource(cfg.StaticPodPath, nodeName, clk, podconfig.WithPeriod(cfg.FileCheckFrequency.Duration)))
-	}
-	if cfg.StaticPodURL != "" {
-		sources = append(sources, podconfig.NewHTTPSource(cfg.StaticPodURL, nodeName, nil, clk,
-			podconfig.WithPeriod(cfg.HTTPCheckFrequency.Duration), podconfig.WithHeader(cfg.StaticPodURLHeader)))
-	}
-	if a.client != nil {
-		api, err := a.apiSource(o) // checkpoint.go
-		if err != nil {
-			return nil, err
-		}
-		sources = append(sources, api)
-	}
-	if len(sources) == 0 {
-		return nil, errors.New("no pod source: give --kubeconfig, --pod-manifest-path (staticPodPath) or staticPodURL")
-	}
-	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
-
-	cache := pleg.NewCache()
-	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, gates, a.metrics)
-
-	// Status: the API server, or nowhere when standalone.
-	var sink nodekit.StatusSink = discardSink{}
-	var mirror syncloop.MirrorClient
-	if a.client != nil {
-		sink = statusmgr.NewAPISink(a.client)
-		mirror = statusmgr.NewMirrorClient(a.client, nodeName)
-	}
-	var loop *syncloop.Loop // the status manager reads pods from the loop
-	a.status, err = statusmgr.NewManager(statusmgr.Config{
-		Sink:    sink,
-		Mirrors: statusmgr.MirrorPodGetterFunc(func(n string) (*v1.Pod, bool) { return loop.GetMirrorPod(n) }),
-		Pods:    statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) }),
-	})
+// connect builds the API client (--kubeconfig, kubeAPIQPS/Burst) and the
+// event broadcaster with its own client, and returns the recorder.
+func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, error) {
+	cfg := a.cfg
+	rc, err := a.clientConfig(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-
-	nodeIPs := []string{}
-	if o.nodeIP != "" {
-		nodeIPs = append(nodeIPs, o.nodeIP)
-	}
-	machine := statusmgr.HostMachine{RootDir: o.rootDir}
-	// Allocatable stands in for missing limits in resourceFieldRef env and
-	// downwardAPI volumes, as upstream.
-	allocatable, err := nodeAllocatable(ctx, machine, reserved(cfg))
+	rc.UserAgent = "nodekit-fullagent/" + a.nodeName
+	rc.ContentType = cfg.ContentType
+	// Events get a client of their own, limited by eventRecordQPS
+	// and eventBurst, as kubelet's.
+	ec := rest.CopyConfig(rc)
+	ec.QPS, ec.Burst = float32(*cfg.EventRecordQPS), int(cfg.EventBurst)
+	rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	if a.cgroups, err = newPodCgroups(ctx, cfg, machine); err != nil {
-		return nil, err
-	}
-	nodeRef := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
-	if a.oom, err = oomwatch.New(oomwatch.Config{OnOOM: func(ev oomwatch.Event) {
-		if ev.VictimCgroup != "/" {
-			return // a container's own limit: its status says OOMKilled
-		}
-		msg := "System OOM encountered"
-		if ev.ProcessName != "" && ev.PID != 0 {
-			msg = fmt.Sprintf("%s, victim process: %s, pid: %d", msg, ev.ProcessName, ev.PID)
-		}
-		recorder.Eventf(nodeRef, v1.EventTypeWarning, "SystemOOM", "%s", msg)
-	}}); err != nil {
-		return nil, err
-	}
-	a.classes = &runtimeClasses{}
-	if a.client != nil {
-		a.apiInformer = informers.NewSharedInformerFactory(a.client, 0)
-		a.classes.lister = a.apiInformer.Node().V1().RuntimeClasses().Lister()
-	}
-	nodeGetter, err := a.nodeGetter(ctx, machine)
+	events, err := kubernetes.NewForConfig(ec)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	env := podopts.NewResolver(podopts.Config{NodeIPs: nodeIPs, NodeAllocatable: allocatable, Events: recorder})
-	if a.client != nil {
-		cl := a.objects() // cached through API server outages (checkpoint.go)
-		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: nodeIPs, NodeAllocatable: allocatable, Events: recorder})
-	}
-	builder := &podopts.Builder{
-		Env: env,
-		DNS: &podopts.DNSConfigurer{ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: *cfg.ResolverConfig, NodeIPs: nodeIPs, Events: recorder},
-	}
-	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration, NodeAllocatable: allocatable,
-		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
-			return env.Envs(ctx, p, c, nil)
-		}}
-	if a.client != nil {
-		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
-	}
-	if a.volumes, err = volumemgr.New(vcfg); err != nil {
-		return nil, err
-	}
-	builder.VolumeMounts = a.volumes.ContainerMounts
-	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
-	if err != nil {
-		return nil, err
-	}
-	a.probeRelay = newProbeRelay(a.probes, a.status, func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })
-	hooks := probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder})
-	// The loop is built below; the managers ask it for active pods only
-	// once the agent runs.
-	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return loop.ActivePods() }, func() bool { return loop.SourcesReady() }, a.status); err != nil {
-		return nil, err
-	}
-	sysctls, err := sysctlAdmitter(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if a.shutdown, err = a.newShutdown(cfg, recorder, func() *syncloop.Loop { return loop }); err != nil {
-		return nil, err
-	}
-	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return loop.NotTerminatedPods() }, func() bool { return loop.SourcesReady() }); err != nil {
-		return nil, err
-	}
-	var secrets syncloop.SecretGetter
-	if a.client != nil {
-		secrets = a.objects()
-	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
-		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
-		Health: func(ctx context.Context) error {
-			if err := a.runtime.Ready(ctx); err != nil {
-				return err
-			}
-			return a.pleg.Healthy()
-		},
-		// Pressure first, as upstream; the eviction manager needs the
-		// loop, so it joins the chain through a closure.
-		// The topology manager (which has the CPU and memory managers
-		// allocate) comes before the built-in predicates, as upstream;
-		// the built-ins end with PodFeatures (DRA claims and
-		// RestartAllContainers rules are refused), then AppArmor and
-		// node shutdown.
-		Admitters: append([]nodekit.Admitter{nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
-			return a.reclaim.eviction.Admit(ctx, req)
-		}), sysctls, a.resources.topology, a.devices}, append(builtins(nodeGetter, a.devices), admission.NewAppArmor(admission.AppArmorHostEnabled()), a.shutdown)...),
-		Probes:        probeResults{a.probes},
-		ProbeWorkers:  a.probes,
-		ProbeUpdates:  a.probeRelay.Updates(),
-		Hooks:         hooks,
-		Mirror:        mirror,
-		Secrets:       secrets,
-		Volumes:       a.volumes,
-		Recorder:      recorder,
-		Options:       a.cgroups.options(a.resources.options(a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })))),
-		Sandbox:       a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
-		ContainerHash: criruntime.HashContainer,
-		RootDir:       o.rootDir,
-		NodeIPs:       nodeIPs,
-		SyncPeriod:    cfg.SyncFrequency.Duration,
-		Metrics:       a.metrics,
-	})
-	if err != nil {
-		return nil, err
-	}
-	a.loop = loop
-	if a.stats, err = stats.New(stats.Config{NodeName: nodeName, RootDir: o.rootDir, PodLogsDir: cfg.PodLogsDir,
-		Runtime: a.runtime, Pods: a.runtime}); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
-	}
-	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
-		return nil, err
-	}
-	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, nodeIPs); err != nil {
-		return nil, fmt.Errorf("node API: %w", err)
-	}
-	if a.healthz, err = healthzServer(cfg); err != nil {
-		return nil, err
-	}
-
-	if a.client != nil && *cfg.RegisterNode {
-		labels := map[string]string{}
-		for k, v := range o.nodeLabels {
-			labels[k] = v
-		}
-		a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
-			NodeName: nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
-			MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
-			Conditions:            a.nodeConditions(),
-			Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
-			StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
-			StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
-		})
-		if err != nil {
-			return nil, err
-		}
-		a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return a, nil
+	a.client = cs
+	a.events = record.NewBroadcaster(record.WithContext(ctx))
+	a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
+	return a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil
 }
 
 // kernelTunables is kubelet's start-up handling of the kernel tunables it
@@ -486,6 +284,9 @@ func reserved(cfg *kubeletv1beta1.KubeletConfiguration) v1.ResourceList {
 	return out
 }
 
+// run starts every part (the node-facing ones, then the pod-facing ones)
+// and the loop, and blocks until the loop ends or a part fails; then it
+// stops the event broadcaster and closes the runtime.
 func (a *agent) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	errc := make(chan error, 8)
@@ -496,6 +297,38 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}()
 	}
+	a.startNodeSide(ctx, start)
+	if err := a.startPodSide(ctx, start); err != nil {
+		return err
+	}
+	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- a.loop.Run(ctx) }()
+	var loopErr error
+	select {
+	case err := <-errc:
+		return err
+	case loopErr = <-loopDone:
+	}
+	if a.events != nil {
+		a.events.Shutdown()
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = a.runtime.Close(shutdownCtx)
+	if ctx.Err() != nil {
+		return nil // stopped: the loop ends with the context
+	}
+	return loopErr
+}
+
+// starter runs a part in the agent's group under a name its error carries.
+type starter = func(name string, f func(context.Context) error)
+
+// startNodeSide relists once, registers the node and starts its status,
+// Lease, informers, certificates, the node API, healthz and the status
+// manager.
+func (a *agent) startNodeSide(ctx context.Context, start starter) {
 	// One relist before registering, so the node's first status can
 	// already say Ready (the PLEG is healthy once it has relisted).
 	a.relist.Relist(ctx)
@@ -522,6 +355,14 @@ func (a *agent) run(ctx context.Context) error {
 		start("healthz", a.healthz.Run)
 	}
 	start("status manager", a.status.Run)
+}
+
+// startPodSide makes the root dir a shared mount, sets up the pod cgroups
+// and device plugins, and starts the parts pods run with: volumes, PLEG,
+// OOM watcher, log rotation, probes, pod sources, node shutdown, reclaim
+// and the resource managers.
+func (a *agent) startPodSide(ctx context.Context, start starter) error {
+	logger := klog.FromContext(ctx)
 	// Mount propagation (HostToContainer, Bidirectional) needs the root
 	// dir to be a shared mount, as upstream makes it.
 	if err := (volumemgr.HostMounter{}).MakeRShared(ctx, a.rootDir); err != nil {
@@ -558,25 +399,7 @@ func (a *agent) run(ctx context.Context) error {
 	})
 	a.reclaim.run(start)
 	a.resources.run(start)
-	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- a.loop.Run(ctx) }()
-	var loopErr error
-	select {
-	case err := <-errc:
-		return err
-	case loopErr = <-loopDone:
-	}
-	if a.events != nil {
-		a.events.Shutdown()
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = a.runtime.Close(shutdownCtx)
-	if ctx.Err() != nil {
-		return nil // stopped: the loop ends with the context
-	}
-	return loopErr
+	return nil
 }
 
 func nodeNameOf(override string) (string, error) {

@@ -43,12 +43,32 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		return nil, nil, nil, err
 	}
 
-	// Authentication: client certificates, bearer tokens, anonymous.
+	if err := a.apiAuthentication(&sc); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := a.apiAuthorization(&sc); err != nil {
+		return nil, nil, nil, err
+	}
+	rotating, err := a.servingCertificate(o, nodeIPs, &sc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err := server.New(sc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return srv, rotating, a.metrics, nil
+}
+
+// apiAuthentication sets the node API's authenticators: client
+// certificates, bearer tokens (TokenReview), anonymous.
+func (a *agent) apiAuthentication(sc *server.Config) error {
+	cfg := a.cfg
 	var authns []server.Authenticator
 	if f := cfg.Authentication.X509.ClientCAFile; f != "" {
 		pool, err := server.LoadCertPool(f)
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("authentication.x509.clientCAFile: %w", err)
+			return fmt.Errorf("authentication.x509.clientCAFile: %w", err)
 		}
 		authns = append(authns, server.NewX509Authenticator(pool, nil))
 	}
@@ -56,7 +76,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	// at start (checkStandaloneAuth); the errors here are a second guard.
 	if webhookAuthn(cfg) {
 		if a.client == nil {
-			return nil, nil, nil, errStandaloneAuthn
+			return errStandaloneAuthn
 		}
 		// cacheTTL 0 is upstream's default (2m); negative caches nothing,
 		// as upstream.
@@ -65,14 +85,19 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	}
 	sc.Authenticator = server.UnionAuthenticator(authns...)
 	sc.AllowAnonymous = cfg.Authentication.Anonymous.Enabled != nil && *cfg.Authentication.Anonymous.Enabled
+	return nil
+}
 
-	// Authorization: SubjectAccessReview (Webhook, the default) or AlwaysAllow.
+// apiAuthorization sets the node API's authorizer: SubjectAccessReview
+// (Webhook, the default) or AlwaysAllow.
+func (a *agent) apiAuthorization(sc *server.Config) error {
+	cfg := a.cfg
 	switch cfg.Authorization.Mode {
 	case kubeletv1beta1.KubeletAuthorizationModeAlwaysAllow:
 		sc.Authorizer = server.AlwaysAllow{}
 	case kubeletv1beta1.KubeletAuthorizationModeWebhook:
 		if a.client == nil {
-			return nil, nil, nil, errStandaloneAuthz
+			return errStandaloneAuthz
 		}
 		// As the token cache: 0 means upstream's defaults (5m, 30s),
 		// negative caches nothing.
@@ -81,41 +106,42 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 			DenyTTL:  cfg.Authorization.Webhook.CacheUnauthorizedTTL.Duration,
 		})
 	default:
-		return nil, nil, nil, fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", cfg.Authorization.Mode)
+		return fmt.Errorf("authorization.mode: %q is not Webhook or AlwaysAllow", cfg.Authorization.Mode)
 	}
+	return nil
+}
 
-	// Serving certificate: files, a rotating CSR-issued one, or self-signed.
+// servingCertificate sets the node API's serving certificate: files, a
+// rotating CSR-issued one (returned, nil otherwise), or self-signed.
+func (a *agent) servingCertificate(o *options, nodeIPs []string, sc *server.Config) (*server.CSRCertificate, error) {
+	cfg := a.cfg
 	var ips []net.IP
 	for _, s := range nodeIPs {
 		ips = append(ips, net.ParseIP(s))
 	}
-	var rotating *server.CSRCertificate
 	var err error
 	switch {
 	// serverTLSBootstrap wins over tlsCertFile, as upstream.
 	case cfg.ServerTLSBootstrap && a.client != nil && !sc.DisableSecurePort:
-		rotating, err = server.NewCSRCertificate(server.CSRConfig{
+		rotating, err := server.NewCSRCertificate(server.CSRConfig{
 			Client: a.client.CertificatesV1().CertificateSigningRequests(), NodeName: a.nodeName,
 			IPs: ips, DNSNames: []string{a.nodeName}, Dir: filepath.Join(o.rootDir, "pki"),
 		})
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 		sc.Certificate = rotating
+		return rotating, nil
 	case cfg.TLSCertFile != "":
 		if sc.Certificate, err = server.LoadCertificateFiles(cfg.TLSCertFile, cfg.TLSPrivateKeyFile); err != nil {
-			return nil, nil, nil, fmt.Errorf("tlsCertFile, tlsPrivateKeyFile: %w", err)
+			return nil, fmt.Errorf("tlsCertFile, tlsPrivateKeyFile: %w", err)
 		}
 	default:
 		if sc.Certificate, err = server.NewSelfSignedCertificate(a.nodeName, ips, nil, nil); err != nil {
-			return nil, nil, nil, err
+			return nil, err
 		}
 	}
-	srv, err := server.New(sc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return srv, rotating, a.metrics, nil
+	return nil, nil
 }
 
 // The start-up errors of webhook authentication and authorization without

@@ -131,6 +131,12 @@ func serverFields() []configField {
 // resourceFields: from volumeStatsAggPeriod to the end (cgroups, resource
 // managers, eviction, logs, logging, shutdown, registration).
 func resourceFields() []configField {
+	return append(cgroupFields(), evictionFields()...)
+}
+
+// cgroupFields: from volumeStatsAggPeriod to maxParallelImagePulls
+// (cgroups, resource managers, runtime, API client).
+func cgroupFields() []configField {
 	return []configField{
 		refused("volumeStatsAggPeriod", "volume usage is measured when stats are asked for"),
 		refused("kubeletCgroups", "the agent stays in the cgroup it was started in"),
@@ -163,6 +169,13 @@ func resourceFields() []configField {
 		acted("kubeAPIBurst", "fullagent (the API client)"),
 		acted("serializeImagePulls", "criruntime"),
 		acted("maxParallelImagePulls", "criruntime"),
+	}
+}
+
+// evictionFields: from evictionHard to the end (eviction, logs, logging,
+// reservations, shutdown, registration).
+func evictionFields() []configField {
+	return []configField{
 		acted("evictionHard", "eviction, memorymanager"),
 		acted("evictionSoft", "eviction"),
 		acted("evictionSoftGracePeriod", "eviction"),

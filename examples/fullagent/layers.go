@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
+	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/criruntime/userns"
+	"github.com/nodekit/nodekit/logs"
+	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podopts"
+	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/stats"
+	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
+	"github.com/nodekit/nodekit/volumemgr"
+)
+
+// The layers newAgent builds, in order. The loop is built last on the pod
+// side; parts built before it that need it (the status manager, the
+// resource, device and shutdown managers, eviction) read a.loop through
+// closures, and only once the agent runs.
+
+// newRuntimeSide builds the CRI runtime (and its image service), settles
+// the cgroup driver, the container log rotation and the PLEG, and returns
+// the pod cache the PLEG fills.
+func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.EventRecorder) (*pleg.Cache, error) {
+	cfg := a.cfg
+	// The user-namespace ID range, as kubelet: the kubelet user's
+	// subordinate IDs (getsubids) or the default; New checks it.
+	usernsFirst, usernsLength, err := userns.NodeRange(ctx, userns.OSHost{}, uint32(idsPerPod(cfg)))
+	if err != nil {
+		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
+	}
+	maxPulls := 0
+	if cfg.MaxParallelImagePulls != nil {
+		maxPulls = int(*cfg.MaxParallelImagePulls)
+	}
+	a.runtime, err = criruntime.New(ctx, criruntime.Config{
+		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
+		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
+		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
+		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
+		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
+		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
+		Metrics: a.metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+	if cfg.CgroupDriver, err = cgroupDriverFromRuntime(ctx, a.runtime, cfg.CgroupDriver, cgroupDriverRetry); err != nil {
+		return nil, err
+	}
+	logMax := resource.MustParse(cfg.ContainerLogMaxSize) // validated by loadConfig
+	a.logRotation, err = logs.New(logs.Config{
+		MaxSize: logMax.Value(), MaxFiles: int(*cfg.ContainerLogMaxFiles),
+		Workers: int(*cfg.ContainerLogMaxWorkers), Interval: cfg.ContainerLogMonitorInterval.Duration,
+	}, a.runtime)
+	if err != nil {
+		return nil, fmt.Errorf("container log rotation: %w", err)
+	}
+	cache := pleg.NewCache()
+	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
+	return cache, nil
+}
+
+// newSources builds the pod sources (static pod path, static pod URL, the
+// API server through its checkpoint) and the merger over them.
+func (a *agent) newSources(o *options, recorder record.EventRecorder) error {
+	cfg := a.cfg
+	var sources []nodekit.Source
+	clk := clock.RealClock{}
+	if cfg.StaticPodPath != "" {
+		sources = append(sources, podconfig.NewFileSource(cfg.StaticPodPath, a.nodeName, clk, podconfig.WithPeriod(cfg.FileCheckFrequency.Duration)))
+	}
+	if cfg.StaticPodURL != "" {
+		sources = append(sources, podconfig.NewHTTPSource(cfg.StaticPodURL, a.nodeName, nil, clk,
+			podconfig.WithPeriod(cfg.HTTPCheckFrequency.Duration), podconfig.WithHeader(cfg.StaticPodURLHeader)))
+	}
+	if a.client != nil {
+		api, err := a.apiSource(o) // checkpoint.go
+		if err != nil {
+			return err
+		}
+		sources = append(sources, api)
+	}
+	if len(sources) == 0 {
+		return errors.New("no pod source: give --kubeconfig, --pod-manifest-path (staticPodPath) or staticPodURL")
+	}
+	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
+	return nil
+}
+
+// newStatusManager builds the pod status manager, writing to the API
+// server, or nowhere when standalone. It returns the loop's mirror-pod
+// client (nil when standalone).
+func (a *agent) newStatusManager() (syncloop.MirrorClient, error) {
+	var sink nodekit.StatusSink = discardSink{}
+	var mirror syncloop.MirrorClient
+	if a.client != nil {
+		sink = statusmgr.NewAPISink(a.client)
+		mirror = statusmgr.NewMirrorClient(a.client, a.nodeName)
+	}
+	var err error
+	a.status, err = statusmgr.NewManager(statusmgr.Config{
+		Sink:    sink,
+		Mirrors: statusmgr.MirrorPodGetterFunc(func(n string) (*v1.Pod, bool) { return a.loop.GetMirrorPod(n) }),
+		Pods:    statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return a.loop.GetPodByUID(uid) }),
+	})
+	return mirror, err
+}
+
+// host is what the pod side learns of the node and hands the node side.
+type host struct {
+	nodeIPs     []string // --node-ip, if given
+	machine     statusmgr.HostMachine
+	allocatable v1.ResourceList
+	node        admission.NodeGetter
+}
+
+// newHost reads the machine and builds the node-level parts pods run in:
+// the pod cgroups, the SystemOOM watcher, the runtime classes and the
+// node admission reads.
+func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRecorder) (host, error) {
+	h := host{nodeIPs: []string{}, machine: statusmgr.HostMachine{RootDir: o.rootDir}}
+	if o.nodeIP != "" {
+		h.nodeIPs = append(h.nodeIPs, o.nodeIP)
+	}
+	// Allocatable stands in for missing limits in resourceFieldRef env and
+	// downwardAPI volumes, as upstream.
+	var err error
+	if h.allocatable, err = nodeAllocatable(ctx, h.machine, reserved(a.cfg)); err != nil {
+		return h, err
+	}
+	if a.cgroups, err = newPodCgroups(ctx, a.cfg, h.machine); err != nil {
+		return h, err
+	}
+	if a.oom, err = oomwatch.New(oomwatch.Config{OnOOM: systemOOMEvents(recorder, a.nodeName)}); err != nil {
+		return h, err
+	}
+	a.classes = &runtimeClasses{}
+	if a.client != nil {
+		a.apiInformer = informers.NewSharedInformerFactory(a.client, 0)
+		a.classes.lister = a.apiInformer.Node().V1().RuntimeClasses().Lister()
+	}
+	h.node, err = a.nodeGetter(ctx, h.machine)
+	return h, err
+}
+
+// systemOOMEvents records a SystemOOM warning on the node for an OOM kill
+// of the whole machine (not a container's own limit).
+func systemOOMEvents(recorder record.EventRecorder, nodeName string) func(oomwatch.Event) {
+	nodeRef := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
+	return func(ev oomwatch.Event) {
+		if ev.VictimCgroup != "/" {
+			return // a container's own limit: its status says OOMKilled
+		}
+		msg := "System OOM encountered"
+		if ev.ProcessName != "" && ev.PID != 0 {
+			msg = fmt.Sprintf("%s, victim process: %s, pid: %d", msg, ev.ProcessName, ev.PID)
+		}
+		recorder.Eventf(nodeRef, v1.EventTypeWarning, "SystemOOM", "%s", msg)
+	}
+}
+
+// newPodOptions builds the resolver of pods' environment and DNS and the
+// volume manager, and returns the builder of the CRI sandbox and
+// container options.
+func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host) (*podopts.Builder, error) {
+	cfg := a.cfg
+	env := podopts.NewResolver(podopts.Config{NodeIPs: h.nodeIPs, NodeAllocatable: h.allocatable, Events: recorder})
+	if a.client != nil {
+		cl := a.objects() // cached through API server outages (checkpoint.go)
+		env = podopts.NewResolver(podopts.Config{ConfigMaps: cl, Secrets: cl, Services: cl, NodeIPs: h.nodeIPs, NodeAllocatable: h.allocatable, Events: recorder})
+	}
+	builder := &podopts.Builder{
+		Env: env,
+		DNS: &podopts.DNSConfigurer{ClusterDNS: cfg.ClusterDNS, ClusterDomain: cfg.ClusterDomain, ResolvConf: *cfg.ResolverConfig, NodeIPs: h.nodeIPs, Events: recorder},
+	}
+	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration, NodeAllocatable: h.allocatable,
+		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
+			return env.Envs(ctx, p, c, nil)
+		}}
+	if a.client != nil {
+		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
+	}
+	var err error
+	if a.volumes, err = volumemgr.New(vcfg); err != nil {
+		return nil, err
+	}
+	builder.VolumeMounts = a.volumes.ContainerMounts
+	return builder, nil
+}
+
+// newProbes builds the probe manager and the relay of its results, and
+// returns the lifecycle hook runner.
+func (a *agent) newProbes(recorder record.EventRecorder) (*probes.HookRunner, error) {
+	var err error
+	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
+	if err != nil {
+		return nil, err
+	}
+	a.probeRelay = newProbeRelay(a.probes, a.status, func(uid types.UID) (*v1.Pod, bool) { return a.loop.GetPodByUID(uid) })
+	return probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder}), nil
+}
+
+// newPodSide builds the pod sources, the status manager, the node-level
+// parts pods run in, their options and volumes, the probes, the admission
+// policies and the loop over them all. It returns what it learnt of the
+// node, for the node side.
+func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.EventRecorder, cache *pleg.Cache) (host, error) {
+	if err := a.newSources(o, recorder); err != nil {
+		return host{}, err
+	}
+	mirror, err := a.newStatusManager()
+	if err != nil {
+		return host{}, err
+	}
+	h, err := a.newHost(ctx, o, recorder)
+	if err != nil {
+		return h, err
+	}
+	builder, err := a.newPodOptions(o, recorder, h)
+	if err != nil {
+		return h, err
+	}
+	hooks, err := a.newProbes(recorder)
+	if err != nil {
+		return h, err
+	}
+	admitters, err := a.newAdmitters(ctx, recorder, h.node)
+	if err != nil {
+		return h, err
+	}
+	var secrets syncloop.SecretGetter
+	if a.client != nil {
+		secrets = a.objects()
+	}
+	a.loop, err = syncloop.New(syncloop.Config{
+		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
+		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
+		Health: func(ctx context.Context) error {
+			if err := a.runtime.Ready(ctx); err != nil {
+				return err
+			}
+			return a.pleg.Healthy()
+		},
+		Admitters:     admitters,
+		Probes:        probeResults{a.probes},
+		ProbeWorkers:  a.probes,
+		ProbeUpdates:  a.probeRelay.Updates(),
+		Hooks:         hooks,
+		Mirror:        mirror,
+		Secrets:       secrets,
+		Volumes:       a.volumes,
+		Recorder:      recorder,
+		Options:       a.cgroups.options(a.resources.options(a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })))),
+		Sandbox:       a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
+		ContainerHash: criruntime.HashContainer,
+		RootDir:       o.rootDir,
+		NodeIPs:       h.nodeIPs,
+		SyncPeriod:    a.cfg.SyncFrequency.Duration,
+		Metrics:       a.metrics,
+	})
+	return h, err
+}
+
+// newAdmitters builds the managers that admit pods beside the built-in
+// predicates (CPU, memory and topology; node shutdown; device plugins)
+// and returns the admission chain in upstream's order
+// (admission.DefaultChain).
+func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder, node admission.NodeGetter) ([]nodekit.Admitter, error) {
+	var err error
+	// The loop is built after; the managers ask it for active pods only
+	// once the agent runs.
+	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return a.loop.ActivePods() }, func() bool { return a.loop.SourcesReady() }, a.status); err != nil {
+		return nil, err
+	}
+	sysctls, err := sysctlAdmitter(a.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if a.shutdown, err = a.newShutdown(a.cfg, recorder, func() *syncloop.Loop { return a.loop }); err != nil {
+		return nil, err
+	}
+	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+		return nil, err
+	}
+	return admission.DefaultChain(admission.ChainConfig{
+		// The eviction manager needs the loop, so it is built on the
+		// node side and joins the chain through a closure.
+		Eviction: nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
+			return a.reclaim.eviction.Admit(ctx, req)
+		}),
+		Sysctls:   sysctls,
+		Resources: a.resources.topology,
+		Devices:   a.devices,
+		// ResourceFit sees the allocatable the device manager sanitizes.
+		Builtins: builtins(node, a.devices),
+		AppArmor: admission.NewAppArmor(admission.AppArmorHostEnabled()),
+		Shutdown: a.shutdown,
+	}), nil
+}
+
+// newNodeSide builds what serves and reports the node: stats, reclaim
+// (container and image GC, eviction), the node API and healthz servers,
+// and, when registering, the node status reporter and the Lease heartbeat.
+func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.EventRecorder, h host) error {
+	var err error
+	if a.stats, err = stats.New(stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir,
+		Runtime: a.runtime, Pods: a.runtime}); err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
+		return err
+	}
+	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, h.nodeIPs); err != nil {
+		return fmt.Errorf("node API: %w", err)
+	}
+	if a.healthz, err = healthzServer(a.cfg); err != nil {
+		return err
+	}
+	if a.client != nil && *a.cfg.RegisterNode {
+		return a.newRegistration(o, h.machine)
+	}
+	return nil
+}
+
+// newRegistration builds the node status reporter (registration and
+// status) and the Lease heartbeat.
+func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error {
+	cfg := a.cfg
+	labels := map[string]string{}
+	for k, v := range o.nodeLabels {
+		labels[k] = v
+	}
+	var err error
+	a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
+		NodeName: a.nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
+		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
+		Conditions:            a.nodeConditions(),
+		Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
+		StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
+		StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
+	})
+	if err != nil {
+		return err
+	}
+	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
+	return err
+}
