@@ -153,9 +153,17 @@ func imageMount(m nodekit.Mount, pulls map[string]imageVolume) (*runtimeapi.Moun
 
 // MountedImages returns the IDs of the images container id mounts as image
 // volumes, from its CRI status (for image GC, which counts them as in use,
-// as upstream). It blocks on one CRI call; the slice is the caller's.
+// as upstream). It blocks on one CRI call, none on a runtime that cannot
+// mount images; the slice is the caller's. A container removed since it was
+// listed mounts nothing.
 func (r *Runtime) MountedImages(ctx context.Context, id nodekit.ContainerID) ([]string, error) {
+	if r.imageVolumeErr != nil {
+		return nil, nil
+	}
 	st, err := r.rs.ContainerStatus(ctx, id.ID, false)
+	if crierrors.IsNotFound(err) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

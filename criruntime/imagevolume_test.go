@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
@@ -296,5 +298,39 @@ func TestImageVolumeMetrics(t *testing.T) {
 				t.Errorf("requested/succeeded/failed = %d/%d/%d, want %d/%d/%d", got.requested, got.succeeded, got.failed, tc.requested, tc.succeeded, tc.failed)
 			}
 		})
+	}
+}
+
+// statusCounting answers every ContainerStatus with NotFound and counts the
+// calls.
+type statusCounting struct {
+	*versionedRuntime
+	calls int
+}
+
+func (r *statusCounting) ContainerStatus(context.Context, string, bool) (*runtimeapi.ContainerStatusResponse, error) {
+	r.calls++
+	return nil, status.Error(codes.NotFound, "no such container")
+}
+
+func TestMountedImagesAskOnlyWhatCanMount(t *testing.T) {
+	for _, tc := range []struct {
+		version   string
+		wantCalls int
+	}{
+		{"v2.4.2", 1},     // asked; the container has gone: nothing mounted
+		{"1.6.20~ds1", 0}, // cannot mount images: not asked
+	} {
+		rs := &statusCounting{versionedRuntime: &versionedRuntime{recordingRuntime: &recordingRuntime{FakeRuntimeService: critest.NewFakeRuntimeService(),
+			sandboxConfigs: map[string]*runtimeapi.PodSandboxConfig{}, containerConfigs: map[string]*runtimeapi.ContainerConfig{}},
+			name: "containerd", version: tc.version}}
+		r, err := NewFromServices(t.Context(), rs, critest.NewFakeImageService(), Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := r.MountedImages(t.Context(), nodekit.ContainerID{Type: "containerd", ID: "gone"})
+		if err != nil || ids != nil || rs.calls != tc.wantCalls {
+			t.Errorf("containerd %s: MountedImages = %v, %v after %d ContainerStatus calls, want nothing after %d", tc.version, ids, err, rs.calls, tc.wantCalls)
+		}
 	}
 }
