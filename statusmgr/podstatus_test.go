@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // recordingSink is a nodekit.StatusSink that records what it is given and
@@ -134,7 +135,7 @@ func mustSync(t *testing.T, m *Manager) {
 }
 
 func condition(st v1.PodStatus, typ v1.PodConditionType) *v1.PodCondition {
-	return getCondition(st.Conditions, typ)
+	return podstatus.Find(st.Conditions, typ)
 }
 
 func TestVersionsArePublishedOnce(t *testing.T) {
@@ -341,7 +342,7 @@ func TestReadinessRecomputesConditions(t *testing.T) {
 	}
 	got, _ := m.GetPodStatus(pod.UID)
 	cr := condition(got, v1.ContainersReady)
-	if cr == nil || cr.Status != v1.ConditionFalse || cr.Reason != reasonContainersNotReady || cr.Message != "containers with unready status: [b]" {
+	if cr == nil || cr.Status != v1.ConditionFalse || cr.Reason != podstatus.ReasonContainersNotReady || cr.Message != "containers with unready status: [b]" {
 		t.Fatalf("ContainersReady = %+v, want False ContainersNotReady naming b", cr)
 	}
 	if r := condition(got, v1.PodReady); r == nil || r.Status != v1.ConditionFalse || r.Message != cr.Message {
@@ -386,8 +387,8 @@ func TestReadinessGateNotReady(t *testing.T) {
 	got, _ := m.GetPodStatus(pod.UID)
 	r := condition(got, v1.PodReady)
 	want := `corresponding condition of pod readiness gate "example.com/lb" does not exist.`
-	if r.Status != v1.ConditionFalse || r.Reason != reasonReadinessGatesNotReady || r.Message != want {
-		t.Errorf("Ready = %+v, want False %s %q", r, reasonReadinessGatesNotReady, want)
+	if r.Status != v1.ConditionFalse || r.Reason != podstatus.ReasonReadinessGatesNotReady || r.Message != want {
+		t.Errorf("Ready = %+v, want False %s %q", r, podstatus.ReasonReadinessGatesNotReady, want)
 	}
 }
 
@@ -413,7 +414,7 @@ func TestTerminalPodIsNeverReady(t *testing.T) {
 	mustSet(t, m, pod, st)
 	got, _ := m.GetPodStatus(pod.UID)
 	for _, typ := range []v1.PodConditionType{v1.PodReady, v1.ContainersReady} {
-		if c := condition(got, typ); c.Status != v1.ConditionFalse || c.Reason != reasonPodCompleted {
+		if c := condition(got, typ); c.Status != v1.ConditionFalse || c.Reason != podstatus.ReasonPodCompleted {
 			t.Errorf("%s = %+v, want False PodCompleted", typ, c)
 		}
 	}
@@ -432,7 +433,7 @@ func TestTerminatePod(t *testing.T) {
 			t.Errorf("phase = %s, want Failed", got.Phase)
 		}
 		a := got.ContainerStatuses[0].State.Terminated
-		if a == nil || a.ExitCode != 137 || a.Reason != reasonContainerStatusUnknown {
+		if a == nil || a.ExitCode != 137 || a.Reason != podstatus.ReasonContainerStatusUnknown {
 			t.Errorf("container a = %+v, want terminated 137 ContainerStatusUnknown", got.ContainerStatuses[0].State)
 		}
 		if b := got.ContainerStatuses[1].State.Terminated; b == nil || b.ExitCode != 0 {
