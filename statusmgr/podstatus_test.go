@@ -376,19 +376,43 @@ func TestReadinessRecomputesConditions(t *testing.T) {
 	}
 }
 
-func TestReadinessGateNotReady(t *testing.T) {
-	m, _, _ := newTestManager(t, Config{})
-	pod := testPod("web", "a")
-	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
-	mustSet(t, m, pod, runningStatus(running("a", false)))
-	if err := m.SetContainerReadiness(pod.UID, nodekit.ContainerID{Type: "fake", ID: "a"}, true); err != nil {
-		t.Fatal(err)
+// TestReadinessGate: a readiness change recomputes Ready by the shared
+// generator, which tells a gate whose condition is missing from one that is
+// not True, and stamps the pod's generation.
+func TestReadinessGate(t *testing.T) {
+	const lb = v1.PodConditionType("example.com/lb")
+	cases := []struct {
+		name                string
+		gate                *v1.PodCondition
+		wantStatus          v1.ConditionStatus
+		wantReason, wantMsg string
+	}{
+		{"missing", nil, v1.ConditionFalse, podstatus.ReasonReadinessGatesNotReady,
+			`corresponding condition of pod readiness gate "example.com/lb" does not exist.`},
+		{"False", &v1.PodCondition{Type: lb, Status: v1.ConditionFalse}, v1.ConditionFalse, podstatus.ReasonReadinessGatesNotReady,
+			`the status of pod readiness gate "example.com/lb" is not "True", but False`},
+		{"True", &v1.PodCondition{Type: lb, Status: v1.ConditionTrue}, v1.ConditionTrue, "", ""},
 	}
-	got, _ := m.GetPodStatus(pod.UID)
-	r := condition(got, v1.PodReady)
-	want := `corresponding condition of pod readiness gate "example.com/lb" does not exist.`
-	if r.Status != v1.ConditionFalse || r.Reason != podstatus.ReasonReadinessGatesNotReady || r.Message != want {
-		t.Errorf("Ready = %+v, want False %s %q", r, podstatus.ReasonReadinessGatesNotReady, want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, _ := newTestManager(t, Config{})
+			pod := testPod("web", "a")
+			pod.Generation = 3
+			pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: lb}}
+			st := runningStatus(running("a", false))
+			if tc.gate != nil {
+				st.Conditions = append(st.Conditions, *tc.gate)
+			}
+			mustSet(t, m, pod, st)
+			if err := m.SetContainerReadiness(pod.UID, nodekit.ContainerID{Type: "fake", ID: "a"}, true); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := m.GetPodStatus(pod.UID)
+			r := condition(got, v1.PodReady)
+			if r == nil || r.Status != tc.wantStatus || r.Reason != tc.wantReason || r.Message != tc.wantMsg || r.ObservedGeneration != 3 {
+				t.Errorf("Ready = %+v, want %s %q %q observedGeneration 3", r, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			}
+		})
 	}
 }
 
