@@ -156,11 +156,12 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, terminal, initialized boo
 	case n.running > 0 && n.unknown == 0:
 		return v1.PodRunning
 	case n.running == 0 && n.stopped > 0 && n.unknown == 0:
-		// Static pods never get a terminal phase from termination alone
-		// (upstream's TODO #116484), so they fall through to the rules below.
-		restarting := n.stopped != n.stoppedFinal && !(terminal && !isStatic(pod))
+		// A terminal pod's containers do not restart, whatever their
+		// policy; but static pods never get a terminal phase from
+		// termination alone (upstream's TODO #116484).
+		final := terminal && !isStatic(pod)
 		switch {
-		case restarting:
+		case !final && n.stopped != n.stoppedFinal:
 			return v1.PodRunning
 		case n.stopped == n.succeeded:
 			return v1.PodSucceeded
