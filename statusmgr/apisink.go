@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // APISink is the nodekit.StatusSink of a node in a cluster: it patches
@@ -157,20 +158,20 @@ func uidMismatch(err error) bool {
 // until no container runs.
 func mergeForAPI(api, ours *v1.PodStatus) *v1.PodStatus {
 	out := ours.DeepCopy()
-	toTerminal := !isTerminal(api.Phase) && isTerminal(out.Phase)
+	toTerminal := !podstatus.IsTerminal(api.Phase) && podstatus.IsTerminal(out.Phase)
 	running := couldHaveRunningContainers(out)
 	conds := make([]v1.PodCondition, 0, len(api.Conditions)+len(out.Conditions))
 	for _, c := range api.Conditions {
-		keepScheduled := c.Type == v1.PodScheduled && getCondition(out.Conditions, v1.PodScheduled) == nil
-		if !ownedByKubelet(c.Type) || keepScheduled {
+		keepScheduled := c.Type == v1.PodScheduled && podstatus.Find(out.Conditions, v1.PodScheduled) == nil
+		if !podstatus.OwnedByKubelet(c.Type) || keepScheduled {
 			conds = append(conds, c)
 		}
 	}
 	for _, c := range out.Conditions {
 		switch {
-		case ownedByKubelet(c.Type):
+		case podstatus.OwnedByKubelet(c.Type):
 			conds = append(conds, c)
-		case sharedWithKubelet(c.Type) && toTerminal && !running:
+		case podstatus.SharedWithKubelet(c.Type) && toTerminal && !running:
 			replaced := false
 			for i := range conds {
 				if conds[i].Type == c.Type {

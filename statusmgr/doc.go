@@ -18,6 +18,11 @@
 // pluggable providers — fresh; Heartbeat renews the node's Lease. All of
 // them work with the node's own credentials.
 //
+// The decisions it makes about a status — Ready and ContainersReady after a
+// probe result, never ready in a terminal phase, which conditions it owns and
+// which keep their lastTransitionTime — come from internal/podstatus, the
+// generator the workers use too, so the two never disagree.
+//
 // It does not compute a pod's status from the runtime (the workers do), nor
 // decide when a pod is finished or its resources released (the sync loop
 // and volume manager do), nor decide node pressure (eviction does; plug it in

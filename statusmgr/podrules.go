@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nodekit/nodekit/internal/podstatus"
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
@@ -19,38 +20,8 @@ const (
 	sourceAPI              = "api"
 )
 
-// Reasons and messages the manager writes into statuses. They are part of the
-// API surface users see (kubectl describe), so they match upstream's words.
-const (
-	reasonUnknownContainerStatuses = "UnknownContainerStatuses"
-	reasonPodCompleted             = "PodCompleted"
-	reasonPodFailed                = "PodFailed"
-	reasonContainersNotReady       = "ContainersNotReady"
-	reasonReadinessGatesNotReady   = "ReadinessGatesNotReady"
-	reasonContainerStatusUnknown   = "ContainerStatusUnknown"
-	messageContainerNotLocated     = "The container could not be located when the pod was terminated"
-	exitCodeUnknownTermination     = 137
-	// maxTerminationMessageBytes is shared by all containers of a pod.
-	maxTerminationMessageBytes = 12 * 1024
-)
-
-// ownedByKubelet reports whether the node agent owns pod conditions of type
-// t: it writes them, and replaces whatever the API server holds for them.
-func ownedByKubelet(t v1.PodConditionType) bool {
-	switch t {
-	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady,
-		v1.PodResizeInProgress, v1.PodResizePending, v1.PodReadyToStartContainers,
-		v1.AllContainersRestarting:
-		return true
-	}
-	return false
-}
-
-// sharedWithKubelet are condition types others write too; the node agent
-// adds them only when it has something to say.
-func sharedWithKubelet(t v1.PodConditionType) bool { return t == v1.DisruptionTarget }
-
-func isTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
+// maxTerminationMessageBytes is shared by all containers of a pod.
+const maxTerminationMessageBytes = 12 * 1024
 
 // isStatic reports whether pod came from a source other than the API server
 // (a manifest file or URL); its status is published to its mirror pod.
@@ -68,13 +39,14 @@ func isMirror(pod *v1.Pod) bool {
 // podFullName is the name_namespace key static and mirror pods share.
 func podFullName(name, namespace string) string { return name + "_" + namespace }
 
-// parsePodFullName splits a name_namespace key.
+// parsePodFullName splits a name_namespace key. Neither part may be empty
+// or hold another underscore (names and namespaces never do).
 func parsePodFullName(full string) (name, namespace string, err error) {
-	parts := strings.Split(full, "_")
-	if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
+	name, namespace, found := strings.Cut(full, "_")
+	if !found || name == "" || namespace == "" || strings.Contains(namespace, "_") {
 		return "", "", fmt.Errorf("pod full name %q is not of the form name_namespace", full)
 	}
-	return parts[0], parts[1], nil
+	return name, namespace, nil
 }
 
 // findContainerStatus returns the status of the container with the given
@@ -157,147 +129,19 @@ func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error 
 // keepTerminalPhase stops a pod from leaving a terminal phase: the API
 // server refuses that transition, and a terminal pod never runs again.
 func keepTerminalPhase(old, next *v1.PodStatus) {
-	if isTerminal(old.Phase) && next.Phase != old.Phase {
+	if podstatus.IsTerminal(old.Phase) && next.Phase != old.Phase {
 		next.Phase, next.Reason, next.Message = old.Phase, old.Reason, old.Message
 	}
 }
 
-// setTerminalReadiness makes sure a terminal pod never reports Ready or
-// ContainersReady true.
-func setTerminalReadiness(pod *v1.Pod, st *v1.PodStatus) {
-	if !isTerminal(st.Phase) {
-		return
-	}
-	reason := reasonPodCompleted
-	if st.Phase == v1.PodFailed {
-		reason = reasonPodFailed
-	}
-	for _, t := range []v1.PodConditionType{v1.ContainersReady, v1.PodReady} {
-		for i := range st.Conditions {
-			if c := &st.Conditions[i]; c.Type == t && c.Status == v1.ConditionTrue {
-				*c = v1.PodCondition{Type: t, Status: v1.ConditionFalse, Reason: reason, ObservedGeneration: pod.Generation}
-			}
-		}
-	}
-}
-
-// carryConditionTimes stamps each condition's lastTransitionTime: kept from
-// old when the condition's status did not change, now otherwise.
-func carryConditionTimes(old, next *v1.PodStatus, now metav1.Time) {
-	for i := range next.Conditions {
-		c := &next.Conditions[i]
-		c.LastTransitionTime = now
-		for _, o := range old.Conditions {
-			if o.Type == c.Type && o.Status == c.Status && !o.LastTransitionTime.IsZero() {
-				c.LastTransitionTime = o.LastTransitionTime
-				break
-			}
-		}
-	}
-}
-
-// setCondition replaces the condition of c's type in st, or appends c.
-func setCondition(st *v1.PodStatus, c v1.PodCondition) {
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == c.Type {
-			st.Conditions[i] = c
-			return
-		}
-	}
-	st.Conditions = append(st.Conditions, c)
-}
-
-func getCondition(conds []v1.PodCondition, t v1.PodConditionType) *v1.PodCondition {
-	for i := range conds {
-		if conds[i].Type == t {
-			return &conds[i]
-		}
-	}
-	return nil
-}
-
-// containersReadyCondition computes ContainersReady from the container
-// statuses: true when every regular container and every sidecar is ready.
-func containersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
-	cond := v1.PodCondition{Type: v1.ContainersReady, Status: v1.ConditionFalse, ObservedGeneration: pod.Generation}
-	if statuses == nil {
-		cond.Reason = reasonUnknownContainerStatuses
-		return cond
-	}
-	var unknown, unready []string
-	visit := func(c v1.Container) {
-		s, ok := statusByName(statuses, c.Name)
-		switch {
-		case !ok:
-			unknown = append(unknown, c.Name)
-		case !s.Ready:
-			unready = append(unready, c.Name)
-		}
-	}
-	for _, c := range pod.Spec.InitContainers {
-		if isSidecar(&c) {
-			visit(c)
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		visit(c)
-	}
-	switch {
-	case phase == v1.PodSucceeded && len(unknown) == 0:
-		cond.Reason = reasonPodCompleted
-		return cond
-	case phase == v1.PodFailed:
-		cond.Reason = reasonPodFailed
-		return cond
-	}
-	var msgs []string
-	if len(unknown) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unknown status: %s", unknown))
-	}
-	if len(unready) > 0 {
-		msgs = append(msgs, fmt.Sprintf("containers with unready status: %s", unready))
-	}
-	if len(msgs) > 0 {
-		cond.Reason = reasonContainersNotReady
-		cond.Message = strings.Join(msgs, ", ")
-		return cond
-	}
-	cond.Status = v1.ConditionTrue
-	return cond
-}
-
-// podReadyCondition computes Ready: ContainersReady and every readiness
-// gate's condition true.
-func podReadyCondition(pod *v1.Pod, conds []v1.PodCondition, statuses []v1.ContainerStatus, phase v1.PodPhase) v1.PodCondition {
-	cr := containersReadyCondition(pod, statuses, phase)
-	if cr.Status != v1.ConditionTrue {
-		return v1.PodCondition{Type: v1.PodReady, Status: cr.Status, Reason: cr.Reason, Message: cr.Message, ObservedGeneration: pod.Generation}
-	}
-	var msgs []string
-	for _, g := range pod.Spec.ReadinessGates {
-		c := getCondition(conds, g.ConditionType)
-		switch {
-		case c == nil:
-			msgs = append(msgs, fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", g.ConditionType))
-		case c.Status != v1.ConditionTrue:
-			msgs = append(msgs, fmt.Sprintf("the status of pod readiness gate %q is not \"True\", but %v", g.ConditionType, c.Status))
-		}
-	}
-	if len(msgs) > 0 {
-		return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: reasonReadinessGatesNotReady,
-			Message: strings.Join(msgs, ", "), ObservedGeneration: pod.Generation}
-	}
-	return v1.PodCondition{Type: v1.PodReady, Status: v1.ConditionTrue, ObservedGeneration: pod.Generation}
-}
-
 // recomputeReadiness rewrites Ready and ContainersReady after a container's
-// readiness changed.
+// readiness changed, by the generator the sync loop uses.
 func recomputeReadiness(pod *v1.Pod, st *v1.PodStatus) {
 	all := make([]v1.ContainerStatus, 0, len(st.InitContainerStatuses)+len(st.ContainerStatuses))
 	all = append(all, st.InitContainerStatuses...)
 	all = append(all, st.ContainerStatuses...)
-	setCondition(st, podReadyCondition(pod, st.Conditions, all, st.Phase))
-	setCondition(st, containersReadyCondition(pod, all, st.Phase))
+	st.Conditions = podstatus.Set(st.Conditions, podstatus.Ready(pod, st.Conditions, all, st.Phase))
+	st.Conditions = podstatus.Set(st.Conditions, podstatus.ContainersReady(pod, all, st.Phase))
 }
 
 // hasInitialized reports whether the pod ever got past its init
@@ -350,11 +194,7 @@ func markTerminated(s *v1.ContainerStatus) {
 	if s.State.Terminated != nil {
 		return
 	}
-	s.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-		Reason:   reasonContainerStatusUnknown,
-		Message:  messageContainerNotLocated,
-		ExitCode: exitCodeUnknownTermination,
-	}}
+	s.State = v1.ContainerState{Terminated: podstatus.UnknownTermination()}
 }
 
 // normalize rounds timestamps to seconds (the API server stores no more),
@@ -422,7 +262,7 @@ func sameKubeletStatus(a, b *v1.PodStatus) bool {
 	owned := func(st *v1.PodStatus) map[v1.PodConditionType]v1.PodCondition {
 		m := map[v1.PodConditionType]v1.PodCondition{}
 		for _, c := range st.Conditions {
-			if ownedByKubelet(c.Type) || sharedWithKubelet(c.Type) {
+			if podstatus.OwnedByKubelet(c.Type) || podstatus.SharedWithKubelet(c.Type) {
 				m[c.Type] = c
 			}
 		}

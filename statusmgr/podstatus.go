@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // Errors the Manager's setters return. Test with errors.Is.
@@ -254,7 +255,7 @@ func (m *Manager) TerminatePod(pod *v1.Pod) error {
 	for i := range triedPrefix(st.InitContainerStatuses) {
 		markTerminated(&st.InitContainerStatuses[i])
 	}
-	if !isStatic(pod) && !isTerminal(st.Phase) {
+	if !isStatic(pod) && !podstatus.IsTerminal(st.Phase) {
 		st.Phase = v1.PodFailed
 	}
 	return m.updateLocked(pod, *st)
@@ -331,9 +332,9 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 		return fmt.Errorf("pod %s/%s (%s): %w", pod.Namespace, pod.Name, pod.UID, err)
 	}
 	keepTerminalPhase(old, &status)
-	setTerminalReadiness(pod, &status)
+	podstatus.ForceTerminalReadiness(pod, &status)
 	now := metav1.NewTime(m.clock.Now())
-	carryConditionTimes(old, &status, now)
+	podstatus.CarryTransitionTimes(old, &status, now.Time)
 	switch {
 	case old.StartTime != nil && !old.StartTime.IsZero():
 		status.StartTime = old.StartTime.DeepCopy()

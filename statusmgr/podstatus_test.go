@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // recordingSink is a nodekit.StatusSink that records what it is given and
@@ -134,7 +135,7 @@ func mustSync(t *testing.T, m *Manager) {
 }
 
 func condition(st v1.PodStatus, typ v1.PodConditionType) *v1.PodCondition {
-	return getCondition(st.Conditions, typ)
+	return podstatus.Find(st.Conditions, typ)
 }
 
 func TestVersionsArePublishedOnce(t *testing.T) {
@@ -341,7 +342,7 @@ func TestReadinessRecomputesConditions(t *testing.T) {
 	}
 	got, _ := m.GetPodStatus(pod.UID)
 	cr := condition(got, v1.ContainersReady)
-	if cr == nil || cr.Status != v1.ConditionFalse || cr.Reason != reasonContainersNotReady || cr.Message != "containers with unready status: [b]" {
+	if cr == nil || cr.Status != v1.ConditionFalse || cr.Reason != podstatus.ReasonContainersNotReady || cr.Message != "containers with unready status: [b]" {
 		t.Fatalf("ContainersReady = %+v, want False ContainersNotReady naming b", cr)
 	}
 	if r := condition(got, v1.PodReady); r == nil || r.Status != v1.ConditionFalse || r.Message != cr.Message {
@@ -375,19 +376,43 @@ func TestReadinessRecomputesConditions(t *testing.T) {
 	}
 }
 
-func TestReadinessGateNotReady(t *testing.T) {
-	m, _, _ := newTestManager(t, Config{})
-	pod := testPod("web", "a")
-	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/lb"}}
-	mustSet(t, m, pod, runningStatus(running("a", false)))
-	if err := m.SetContainerReadiness(pod.UID, nodekit.ContainerID{Type: "fake", ID: "a"}, true); err != nil {
-		t.Fatal(err)
+// TestReadinessGate: a readiness change recomputes Ready by the shared
+// generator, which tells a gate whose condition is missing from one that is
+// not True, and stamps the pod's generation.
+func TestReadinessGate(t *testing.T) {
+	const lb = v1.PodConditionType("example.com/lb")
+	cases := []struct {
+		name                string
+		gate                *v1.PodCondition
+		wantStatus          v1.ConditionStatus
+		wantReason, wantMsg string
+	}{
+		{"missing", nil, v1.ConditionFalse, podstatus.ReasonReadinessGatesNotReady,
+			`corresponding condition of pod readiness gate "example.com/lb" does not exist.`},
+		{"False", &v1.PodCondition{Type: lb, Status: v1.ConditionFalse}, v1.ConditionFalse, podstatus.ReasonReadinessGatesNotReady,
+			`the status of pod readiness gate "example.com/lb" is not "True", but False`},
+		{"True", &v1.PodCondition{Type: lb, Status: v1.ConditionTrue}, v1.ConditionTrue, "", ""},
 	}
-	got, _ := m.GetPodStatus(pod.UID)
-	r := condition(got, v1.PodReady)
-	want := `corresponding condition of pod readiness gate "example.com/lb" does not exist.`
-	if r.Status != v1.ConditionFalse || r.Reason != reasonReadinessGatesNotReady || r.Message != want {
-		t.Errorf("Ready = %+v, want False %s %q", r, reasonReadinessGatesNotReady, want)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, _ := newTestManager(t, Config{})
+			pod := testPod("web", "a")
+			pod.Generation = 3
+			pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: lb}}
+			st := runningStatus(running("a", false))
+			if tc.gate != nil {
+				st.Conditions = append(st.Conditions, *tc.gate)
+			}
+			mustSet(t, m, pod, st)
+			if err := m.SetContainerReadiness(pod.UID, nodekit.ContainerID{Type: "fake", ID: "a"}, true); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := m.GetPodStatus(pod.UID)
+			r := condition(got, v1.PodReady)
+			if r == nil || r.Status != tc.wantStatus || r.Reason != tc.wantReason || r.Message != tc.wantMsg || r.ObservedGeneration != 3 {
+				t.Errorf("Ready = %+v, want %s %q %q observedGeneration 3", r, tc.wantStatus, tc.wantReason, tc.wantMsg)
+			}
+		})
 	}
 }
 
@@ -413,7 +438,7 @@ func TestTerminalPodIsNeverReady(t *testing.T) {
 	mustSet(t, m, pod, st)
 	got, _ := m.GetPodStatus(pod.UID)
 	for _, typ := range []v1.PodConditionType{v1.PodReady, v1.ContainersReady} {
-		if c := condition(got, typ); c.Status != v1.ConditionFalse || c.Reason != reasonPodCompleted {
+		if c := condition(got, typ); c.Status != v1.ConditionFalse || c.Reason != podstatus.ReasonPodCompleted {
 			t.Errorf("%s = %+v, want False PodCompleted", typ, c)
 		}
 	}
@@ -432,7 +457,7 @@ func TestTerminatePod(t *testing.T) {
 			t.Errorf("phase = %s, want Failed", got.Phase)
 		}
 		a := got.ContainerStatuses[0].State.Terminated
-		if a == nil || a.ExitCode != 137 || a.Reason != reasonContainerStatusUnknown {
+		if a == nil || a.ExitCode != 137 || a.Reason != podstatus.ReasonContainerStatusUnknown {
 			t.Errorf("container a = %+v, want terminated 137 ContainerStatusUnknown", got.ContainerStatuses[0].State)
 		}
 		if b := got.ContainerStatuses[1].State.Terminated; b == nil || b.ExitCode != 0 {

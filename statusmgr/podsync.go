@@ -11,6 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // job is one pod's share of a sync: publish its status, delete it, or both
@@ -167,7 +169,7 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 		if !publish && all {
 			publish = api == nil || !matchesAPI(s.pod, &api.Status, &s.status)
 		}
-		remove := s.reclaimed && !static && !isMirror(pod) && pod.DeletionTimestamp != nil && isTerminal(s.status.Phase)
+		remove := s.reclaimed && !static && !isMirror(pod) && pod.DeletionTimestamp != nil && podstatus.IsTerminal(s.status.Phase)
 		if publish || remove {
 			jobs = append(jobs, job{uid: s.uid, pod: pod, target: target, status: s.status, version: s.version, publish: publish, remove: remove})
 		}

@@ -1,22 +1,13 @@
 package syncloop
 
 import (
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
-)
-
-// Waiting reasons the loop reports on its own.
-const (
-	reasonContainerCreating = "ContainerCreating"
-	reasonPodInitializing   = "PodInitializing"
-	reasonStatusUnknown     = "ContainerStatusUnknown"
+	"github.com/nodekit/nodekit/internal/podstatus"
 )
 
 // waitReason is why a container is not running, from the last sync.
@@ -37,20 +28,19 @@ type statusInput struct {
 	reasons  map[string]waitReason
 	probes   ProbeResults
 	nodeIPs  []string
-	now      time.Time
+	// extra are pod conditions other parts of the agent own (resize
+	// conditions, ...), passed to the generator as podstatus.Input.Extra.
+	extra []v1.PodCondition
+	now   time.Time
 }
 
 // apiStatus computes the pod's API status from the runtime's view, as
-// upstream's generateAPIPodStatus does.
+// upstream's generateAPIPodStatus does: the container statuses, IPs and
+// start time here; phase, reason, message and conditions by podstatus, the
+// generator the status manager uses too.
 func apiStatus(in statusInput) v1.PodStatus {
 	pod := in.pod
-	s := v1.PodStatus{
-		Phase:     in.old.Phase,
-		Reason:    in.old.Reason,
-		Message:   in.old.Message,
-		StartTime: in.old.StartTime,
-		QOSClass:  QOSClass(pod),
-	}
+	s := v1.PodStatus{StartTime: in.old.StartTime, QOSClass: QOSClass(pod)}
 	if s.StartTime == nil {
 		t := metav1.NewTime(in.now)
 		s.StartTime = &t
@@ -94,24 +84,21 @@ func apiStatus(in statusInput) v1.PodStatus {
 		}
 	}
 
-	initialized := anyRegularStarted(pod, in.runtime) || hasInitializedCondition(in.old)
-	all := append(append([]v1.ContainerStatus{}, s.InitContainerStatuses...), s.ContainerStatuses...)
-	phase := podPhase(pod, all, in.terminal, initialized)
-	if s.Phase != v1.PodSucceeded && s.Phase != v1.PodFailed {
-		s.Phase = phase // a terminal phase never goes back
+	var sandboxes []*nodekit.SandboxStatus
+	if in.runtime != nil {
+		sandboxes = in.runtime.Sandboxes
 	}
-
-	s.Conditions = conditions(in, s, initialized)
+	gen := podstatus.Generate(podstatus.Input{
+		Pod: pod, Old: &in.old,
+		InitContainers: s.InitContainerStatuses, Containers: s.ContainerStatuses,
+		Sandboxes:   sandboxes,
+		Terminal:    in.terminal,
+		Initialized: in.runtime != nil && anyRegularStarted(pod, in.runtime),
+		Extra:       in.extra,
+		Now:         in.now,
+	})
+	s.Phase, s.Reason, s.Message, s.Conditions = gen.Phase, gen.Reason, gen.Message, gen.Conditions
 	return s
-}
-
-func hasInitializedCondition(s v1.PodStatus) bool {
-	for _, c := range s.Conditions {
-		if c.Type == v1.PodInitialized && c.Status == v1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // containerStatuses converts the runtime's containers of one kind (init or
@@ -128,9 +115,9 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 	}
 	// As upstream: in a pod with init containers, every container not yet
 	// started (init ones included) waits with PodInitializing.
-	waiting := reasonContainerCreating
+	waiting := podstatus.ReasonContainerCreating
 	if len(in.pod.Spec.InitContainers) > 0 {
-		waiting = reasonPodInitializing
+		waiting = podstatus.ReasonPodInitializing
 	}
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for i := range specs {
@@ -164,10 +151,7 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 		case hadOld && (prev.State.Running != nil || prev.State.Terminated != nil) && in.terminal:
 			// The runtime lost a container the API saw: report it ended, as
 			// upstream does, rather than pretend it is being created.
-			st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-				ExitCode: 137, Reason: reasonStatusUnknown,
-				Message: "The container could not be located when the pod was terminated",
-			}}
+			st.State = v1.ContainerState{Terminated: podstatus.UnknownTermination()}
 			if prev.State.Terminated != nil {
 				st.State = prev.State
 			}
@@ -218,12 +202,11 @@ func fillFromRuntime(st *v1.ContainerStatus, c *v1.Container, rc *nodekit.Contai
 	case nodekit.StateExited:
 		st.State = v1.ContainerState{Terminated: terminated(rc)}
 	case nodekit.StateCreated:
-		st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: reasonContainerCreating}}
+		st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: podstatus.ReasonContainerCreating}}
 	default:
-		st.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-			ExitCode: 137, Reason: reasonStatusUnknown, ContainerID: rc.ID.String(),
-			Message: "The container could not be located when the pod was terminated",
-		}}
+		t := podstatus.UnknownTermination()
+		t.ContainerID = rc.ID.String()
+		st.State = v1.ContainerState{Terminated: t}
 	}
 	st.Started = &started
 }
@@ -238,257 +221,12 @@ func terminated(rc *nodekit.ContainerStatus) *v1.ContainerStateTerminated {
 		ContainerID: rc.ID.String(),
 	}
 	if t.Reason == "" {
-		t.Reason = "Completed"
+		t.Reason = podstatus.ReasonCompleted
 		if rc.ExitCode != 0 {
-			t.Reason = "Error"
+			t.Reason = podstatus.ReasonError
 		}
 	}
 	return t
-}
-
-// podPhase is upstream's getPhase with container restart rules enabled.
-func podPhase(pod *v1.Pod, statuses []v1.ContainerStatus, terminal, initialized bool) v1.PodPhase {
-	byName := make(map[string]*v1.ContainerStatus, len(statuses))
-	for i := range statuses {
-		byName[statuses[i].Name] = &statuses[i]
-	}
-	var pendingInit, pendingSidecars, failedInitNoRestart int
-	var unknown, running, waiting, stopped, stoppedNoRestart, succeeded int
-	spec := &pod.Spec
-	for i := range spec.InitContainers {
-		c := &spec.InitContainers[i]
-		st := byName[c.Name]
-		if isSidecar(c) {
-			switch {
-			case st == nil:
-				unknown++
-			case st.State.Running != nil:
-				if st.Started == nil || !*st.Started {
-					pendingSidecars++
-				}
-				running++
-			case st.State.Terminated != nil:
-			case st.State.Waiting != nil:
-				if st.LastTerminationState.Terminated == nil {
-					pendingSidecars++
-					waiting++
-				}
-			default:
-				pendingSidecars++
-				unknown++
-			}
-			continue
-		}
-		switch {
-		case st == nil, st.State.Running != nil:
-			pendingInit++
-		case st.State.Terminated != nil:
-			if code := st.State.Terminated.ExitCode; code != 0 && !shouldRestart(c, spec, int(code)) {
-				failedInitNoRestart++
-			}
-		case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil:
-			if code := st.LastTerminationState.Terminated.ExitCode; code != 0 && !shouldRestart(c, spec, int(code)) {
-				failedInitNoRestart++
-			}
-		default:
-			pendingInit++
-		}
-	}
-	for i := range spec.Containers {
-		c := &spec.Containers[i]
-		st := byName[c.Name]
-		switch {
-		case st == nil:
-			unknown++
-		case st.State.Running != nil:
-			running++
-		case st.State.Terminated != nil:
-			stopped++
-			code := int(st.State.Terminated.ExitCode)
-			if !shouldRestart(c, spec, code) {
-				stoppedNoRestart++
-			}
-			if code == 0 {
-				succeeded++
-			}
-		case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil:
-			stopped++
-			if !shouldRestart(c, spec, int(st.LastTerminationState.Terminated.ExitCode)) {
-				stoppedNoRestart++
-			}
-		case st.State.Waiting != nil:
-			waiting++
-		default:
-			unknown++
-		}
-	}
-	if failedInitNoRestart > 0 {
-		return v1.PodFailed
-	}
-	switch {
-	case pendingInit > 0 || (pendingSidecars > 0 && !initialized), waiting > 0:
-		return v1.PodPending
-	case running > 0 && unknown == 0:
-		return v1.PodRunning
-	case running == 0 && stopped > 0 && unknown == 0:
-		if terminal && !isStatic(pod) {
-			if stopped == succeeded {
-				return v1.PodSucceeded
-			}
-			return v1.PodFailed
-		}
-		if stopped != stoppedNoRestart {
-			return v1.PodRunning
-		}
-		if stopped == succeeded {
-			return v1.PodSucceeded
-		}
-		return v1.PodFailed
-	}
-	return v1.PodPending
-}
-
-// conditions computes the pod conditions the agent owns and keeps the
-// others (PodScheduled, DisruptionTarget, readiness gates...).
-func conditions(in statusInput, s v1.PodStatus, initialized bool) []v1.PodCondition {
-	pod := in.pod
-	var out []v1.PodCondition
-	owned := map[v1.PodConditionType]bool{
-		v1.PodReadyToStartContainers: true, v1.PodInitialized: true, v1.ContainersReady: true, v1.PodReady: true,
-	}
-	// Conditions others own (readiness gates, DisruptionTarget, ...) come
-	// from the API object, which they write to, else from the last status.
-	foreign := map[v1.PodConditionType]bool{}
-	for _, c := range pod.Status.Conditions {
-		if !owned[c.Type] {
-			out = append(out, c)
-			foreign[c.Type] = true
-		}
-	}
-	for _, c := range in.old.Conditions {
-		if !owned[c.Type] && !foreign[c.Type] {
-			out = append(out, c)
-		}
-	}
-	hasScheduled := false
-	for _, c := range out {
-		hasScheduled = hasScheduled || c.Type == v1.PodScheduled
-	}
-	if !hasScheduled {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == v1.PodScheduled {
-				out = append(out, c)
-				hasScheduled = true
-			}
-		}
-	}
-	if !hasScheduled {
-		out = append(out, v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue})
-	}
-
-	sandboxReady := false
-	if in.runtime != nil && len(in.runtime.Sandboxes) > 0 {
-		sb := in.runtime.Sandboxes[0]
-		sandboxReady = sb.State == nodekit.SandboxReady && (pod.Spec.HostNetwork || len(sb.IPs) > 0)
-	}
-	out = append(out, cond(v1.PodReadyToStartContainers, sandboxReady, "", ""))
-
-	// Initialized
-	var notInit []string
-	if !initialized {
-		for _, st := range s.InitContainerStatuses {
-			c := findSpec(pod.Spec.InitContainers, st.Name)
-			done := st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
-			if c != nil && isSidecar(c) {
-				done = st.Started != nil && *st.Started
-			}
-			if !done {
-				notInit = append(notInit, st.Name)
-			}
-		}
-	}
-	if len(notInit) == 0 {
-		out = append(out, cond(v1.PodInitialized, true, "", ""))
-	} else {
-		out = append(out, cond(v1.PodInitialized, false, "ContainersNotInitialized", fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(notInit, " "))))
-	}
-
-	// ContainersReady and Ready
-	var unready []string
-	for _, st := range s.InitContainerStatuses {
-		if c := findSpec(pod.Spec.InitContainers, st.Name); c != nil && isSidecar(c) && !st.Ready {
-			unready = append(unready, st.Name)
-		}
-	}
-	for _, st := range s.ContainerStatuses {
-		if !st.Ready {
-			unready = append(unready, st.Name)
-		}
-	}
-	var ready v1.PodCondition
-	switch {
-	case s.Phase == v1.PodSucceeded:
-		ready = cond(v1.ContainersReady, false, "PodCompleted", "")
-	case len(unready) > 0:
-		ready = cond(v1.ContainersReady, false, "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " ")))
-	default:
-		ready = cond(v1.ContainersReady, true, "", "")
-	}
-	out = append(out, ready)
-	podReady := ready
-	podReady.Type = v1.PodReady
-	if podReady.Status == v1.ConditionTrue {
-		var gates []string
-		for _, g := range pod.Spec.ReadinessGates {
-			ok := false
-			for _, c := range out {
-				ok = ok || (c.Type == g.ConditionType && c.Status == v1.ConditionTrue)
-			}
-			if !ok {
-				gates = append(gates, string(g.ConditionType))
-			}
-		}
-		if len(gates) > 0 {
-			podReady = cond(v1.PodReady, false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gates[0]))
-		}
-	}
-	out = append(out, podReady)
-
-	// Keep the transition time of conditions whose status did not change.
-	for i := range out {
-		out[i].LastTransitionTime = metav1.NewTime(in.now)
-		for _, o := range in.old.Conditions {
-			if o.Type == out[i].Type && o.Status == out[i].Status && !o.LastTransitionTime.IsZero() {
-				out[i].LastTransitionTime = o.LastTransitionTime
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return conditionOrder(out[i].Type) < conditionOrder(out[j].Type) })
-	return out
-}
-
-func conditionOrder(t v1.PodConditionType) int {
-	switch t {
-	case v1.PodReadyToStartContainers:
-		return 0
-	case v1.PodInitialized:
-		return 1
-	case v1.PodReady:
-		return 2
-	case v1.ContainersReady:
-		return 3
-	case v1.PodScheduled:
-		return 4
-	}
-	return 5
-}
-
-func cond(t v1.PodConditionType, ok bool, reason, msg string) v1.PodCondition {
-	s := v1.ConditionFalse
-	if ok {
-		s = v1.ConditionTrue
-	}
-	return v1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg}
 }
 
 func findSpec(cs []v1.Container, name string) *v1.Container {

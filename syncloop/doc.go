@@ -4,6 +4,9 @@
 // through the sync -> terminating -> terminated states; runs the admission
 // chain; and decides each pod's actions (restart policy, crash-loop and
 // image-pull back-off, init containers) that a nodekit.Runtime carries out.
+// It builds each pod's API status from the runtime's view: container
+// statuses, IPs and start time here, phase and conditions by
+// internal/podstatus, the generator the status manager uses too.
 //
 // It does not talk to a container runtime protocol or to the API server
 // directly: those come in through nodekit.Runtime and nodekit.StatusSink.
