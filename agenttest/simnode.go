@@ -112,13 +112,11 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 	}
 	cache := pleg.NewCache()
 	n.relist = pleg.NewGeneric(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod})
-	n.status, err = statusmgr.NewManager(statusmgr.Config{
-		Sink: simSink{n},
-		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return n.loop.GetPodByUID(uid) }),
-	})
+	store := syncloop.NewPodStore()
+	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: store})
 	if err == nil {
 		n.loop, err = syncloop.New(syncloop.Config{
-			Runtime: n.rt, Cache: cache, Status: n.status, Updates: n.updates,
+			Runtime: n.rt, Pods: store, Cache: cache, Status: n.status, Updates: n.updates,
 			Events: n.relist.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
 			Health: func(context.Context) error {
 				if err := n.rt.ready(); err != nil {

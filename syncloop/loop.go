@@ -23,6 +23,10 @@ import (
 // Config wires a Loop. Runtime, Cache, Status and Updates are required.
 type Config struct {
 	Runtime nodekit.Runtime
+	// Pods is the pod store the loop keeps: built first (NewPodStore) and
+	// handed to its readers too (statusmgr's Pods and Mirrors). Nil means
+	// the loop makes its own, readable through Loop.Store.
+	Pods *PodStore
 	// Cache is the PLEG's pod cache.
 	Cache PodCache
 	// Status receives the computed pod statuses.
@@ -80,7 +84,7 @@ type Config struct {
 // Loop is the main loop of a node agent.
 type Loop struct {
 	cfg     Config
-	store   *podStore
+	store   *PodStore
 	workers *workers
 	syncer  *syncer
 	clock   clock.WithTicker
@@ -147,10 +151,12 @@ func New(cfg Config) (*Loop, error) {
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},
 	}
-	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod)
-	w.metrics = cfg.Metrics
+	if cfg.Pods == nil {
+		cfg.Pods = NewPodStore()
+	}
+	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics)
 	return &Loop{
-		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
+		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
 	}, nil
 }
@@ -457,6 +463,9 @@ func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
 		l.dispatch(ctx, p, UpdateSync)
 	}
 }
+
+// Store returns the loop's pod store (Config.Pods, or the one it made).
+func (l *Loop) Store() *PodStore { return l.store }
 
 // Pods returns every pod the agent was told to run (terminated ones
 // included until they are removed; mirror pods excluded), oldest first.

@@ -136,10 +136,10 @@ type workers struct {
 	wg   sync.WaitGroup
 }
 
-func newWorkers(s podSyncer, cache PodCache, clk clock.Clock, resync time.Duration) *workers {
+func newWorkers(s podSyncer, cache PodCache, clk clock.Clock, resync time.Duration, m Metrics) *workers {
 	return &workers{
 		syncer: s, cache: cache, clock: clk, resync: resync,
-		backoffBase: time.Second, backoffMax: 2 * time.Minute, metrics: noMetrics{},
+		backoffBase: time.Second, backoffMax: 2 * time.Minute, metrics: m,
 		pods: map[types.UID]*worker{},
 	}
 }

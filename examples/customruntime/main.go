@@ -62,8 +62,9 @@ func run(ctx context.Context, cfg config) error {
 	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
 	cache := pleg.NewCache()
 	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
-	var loop *syncloop.Loop
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: cfg.sink, Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	// The pod store is built first: the loop fills it, the status manager reads it.
+	store := syncloop.NewPodStore()
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: cfg.sink, Pods: store})
 	if err != nil {
 		return err
 	}
@@ -71,8 +72,8 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(), SourcesReady: pods.SeenAllSources,
+	loop, err := syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(), SourcesReady: pods.SeenAllSources,
 		Events: relist.Events(), Health: func(context.Context) error { return relist.Healthy() },
 		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
 		Hooks:   probes.NewHookRunner(probes.HookConfig{Execer: rt}),

@@ -57,6 +57,7 @@ type agent struct {
 	probes   *probes.Manager
 	volumes  *volumemgr.Manager
 	rootDir  string
+	pods     *syncloop.PodStore // built first; the loop fills it
 	loop     *syncloop.Loop
 	node     *statusmgr.NodeReporter
 	lease    *statusmgr.Heartbeat

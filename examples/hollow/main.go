@@ -29,7 +29,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -114,9 +113,10 @@ func run(ctx context.Context, o options) error {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}))
 	nodes := nodeInformer.Core().V1().Nodes().Lister()
-	var loop *syncloop.Loop
+	// The pod store is built first: the loop fills it, the status manager reads it.
+	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
-		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+		Pods: store})
 	if err != nil {
 		return err
 	}
@@ -135,8 +135,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(),
+	loop, err := syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(),
 		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
 		Health:    func(context.Context) error { return relist.Healthy() },
 		Admitters: admission.Builtins(admission.NodeFunc(func(context.Context) (*v1.Node, error) { return nodes.Get(name) })),
