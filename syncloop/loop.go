@@ -79,6 +79,13 @@ type Config struct {
 	// Metrics receives pod worker durations and pod start times
 	// (server.AgentMetrics satisfies it). Nil discards them.
 	Metrics Metrics
+	// InlineWorkers runs the pod workers on the caller's goroutine instead
+	// of one goroutine per pod: Drain runs every pending step, and Run
+	// runs them after each event it handles. A pod's step then never waits
+	// for a fresh runtime status; one that has none newer than its last
+	// sync stays pending until the PLEG has relisted. Tests drive such a
+	// loop step by step with Drain, with no goroutines and no sleeps.
+	InlineWorkers bool
 }
 
 // Loop is the main loop of a node agent.
@@ -99,6 +106,9 @@ type Loop struct {
 	// every source had been seen: only then is a pod it does not know
 	// really gone (as upstream marks a source seen after handling it).
 	sourcesHandled atomic.Bool
+
+	// updatesClosed is set once Drain has seen the update channel closed.
+	updatesClosed bool
 
 	healthMu     sync.Mutex
 	lastIterate  time.Time
@@ -154,7 +164,7 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.Pods == nil {
 		cfg.Pods = NewPodStore()
 	}
-	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics)
+	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics, cfg.InlineWorkers)
 	return &Loop{
 		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
@@ -170,6 +180,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	houseTick := l.clock.NewTicker(2 * time.Second)
 	defer houseTick.Stop()
 	for l.iterate(ctx, syncTick.C(), houseTick.C()) {
+		if l.workers.inline {
+			l.workers.runPending(ctx)
+		}
 	}
 	l.workers.Wait()
 	return ctx.Err()
