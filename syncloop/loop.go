@@ -544,7 +544,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 		l.cfg.ProbeWorkers.CleanupPods(desired)
 	}
 	// Statuses of pods that are gone and whose workers are done.
-	if r, ok := l.cfg.Status.(interface{ RemoveOrphanedStatuses(map[types.UID]bool) }); ok {
+	if r, ok := l.cfg.Status.(OrphanStatusRemover); ok {
 		keep := map[types.UID]bool{}
 		for uid := range known {
 			keep[uid] = true
@@ -558,7 +558,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	l.syncer.pull.GC()
 	// Volumes of pods that are gone (found on disk after a restart, or of
 	// orphans killed without a spec) are torn down before their dirs go.
-	if v, ok := l.cfg.Volumes.(interface{ CleanupPods(map[types.UID]bool) }); ok {
+	if v, ok := l.cfg.Volumes.(VolumeCleaner); ok {
 		keep := map[types.UID]bool{}
 		for uid := range known {
 			keep[uid] = true
