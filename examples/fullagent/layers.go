@@ -73,7 +73,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		return nil, fmt.Errorf("container log rotation: %w", err)
 	}
 	cache := pleg.NewCache()
-	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
+	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
 	return cache, nil
 }
 

@@ -65,7 +65,7 @@ func run(ctx context.Context, cfg config) error {
 	}()
 	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
 	cache := pleg.NewCache()
-	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: logSink{}, Pods: store})
@@ -78,12 +78,12 @@ func run(ctx context.Context, cfg config) error {
 	}
 	loop, err := syncloop.New(syncloop.Config{
 		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(),
-		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
+		SourcesReady: pods.SeenAllSources, Events: lifecycle.Events(),
 		Health: func(ctx context.Context) error {
 			if err := rt.Ready(ctx); err != nil {
 				return err
 			}
-			return relist.Healthy()
+			return lifecycle.Healthy()
 		},
 		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
 		Hooks:         probes.NewHookRunner(probes.HookConfig{Execer: rt}),
@@ -93,8 +93,8 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	relist.Relist(ctx) // the PLEG is healthy before the loop looks
-	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run, prober.Run} {
+	lifecycle.Relist(ctx) // the PLEG is healthy before the loop looks
+	for _, part := range []func(context.Context) error{pods.Run, lifecycle.Run, status.Run, prober.Run} {
 		go func() { _ = part(ctx) }()
 	}
 	return loop.Run(ctx)
