@@ -83,7 +83,8 @@ type Config struct {
 	// of one goroutine per pod: Drain runs every pending step, and Run
 	// runs them after each event it handles. A pod's step then never waits
 	// for a fresh runtime status; one that has none newer than its last
-	// sync stays pending until the PLEG has relisted. Tests drive such a
+	// sync (a new pod: none at all) stays pending until the PLEG has
+	// relisted at a later time. Tests drive such a
 	// loop step by step with Drain, with no goroutines and no sleeps.
 	InlineWorkers bool
 }
