@@ -128,14 +128,14 @@ func splitFields(line string) ([]string, error) {
 	var out []string
 	depth, start := 0, -1
 	for i, r := range line {
-		switch {
-		case r == '(':
+		switch r {
+		case '(':
 			depth++
-		case r == ')':
+		case ')':
 			if depth--; depth < 0 {
 				return nil, fmt.Errorf("unbalanced ) in %q", line)
 			}
-		case r == ' ' || r == '\t':
+		case ' ', '\t':
 			if depth == 0 {
 				if start >= 0 {
 					out = append(out, line[start:i])
