@@ -37,6 +37,11 @@ type SimOptions struct {
 	// RelistPeriod is the PLEG's (default 1 s, as upstream). A short one
 	// makes a SimNode outside a synctest bubble react faster.
 	RelistPeriod time.Duration
+	// EventedPLEG runs the evented PLEG over the fake runtime's container
+	// events (pleg.New); by default the node relists only, as kubelet
+	// v1.37 with its EventedPLEG gate off. A stepped node relists either
+	// way: events are read only by a running PLEG.
+	EventedPLEG bool
 	// Clock, when set, makes the node stepped: nothing runs on goroutines
 	// of its own, the loop's pod workers run inline, and Step and Advance
 	// drive every part on the caller's goroutine on this fake clock, so a
@@ -45,9 +50,9 @@ type SimOptions struct {
 	Clock *testingclock.FakeClock
 }
 
-// SimNode is a simulated node: the real syncloop, PLEG (pleg.New, so the
-// evented one over the fake runtime's events) and status manager over a
-// FakeRuntime, fed by the pods a test adds, with statuses
+// SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
+// relist one, or with SimOptions.EventedPLEG the evented one) and status
+// manager over a FakeRuntime, fed by the pods a test adds, with statuses
 // published to an in-memory sink. A test scripts what happens in the runtime
 // — a container exits (Runtime().ExitContainer), an image cannot be pulled
 // (Runtime().FailImage), the runtime goes away (Runtime().SetUnavailable), a
@@ -131,7 +136,7 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		done:      make(chan struct{}),
 	}
 	cache := pleg.NewCache()
-	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk})
+	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk, RelistOnly: !opts.EventedPLEG})
 	n.store = syncloop.NewPodStore()
 	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk})
 	if err == nil {
