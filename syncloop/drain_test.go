@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
@@ -182,4 +185,33 @@ func TestHousekeepingUsesCapabilities(t *testing.T) {
 			t.Errorf("housekeeping kept %s %v, want exactly uid-web", name, kept)
 		}
 	}
+}
+
+// Run with inline workers runs the pods' steps on its own goroutine
+// after each event: a pod reaches Running with no worker goroutine.
+func TestRunInlineWorkers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		cache := pleg.NewCache()
+		relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+		status := newFakeStatus()
+		updates := make(chan nodekit.PodUpdate, 1)
+		loop, err := syncloop.New(syncloop.Config{Runtime: rt, Cache: cache, Status: status, Updates: updates,
+			Events: relist.Events(), RootDir: t.TempDir(), InlineWorkers: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = relist.Run(ctx) })
+		wg.Go(func() { _ = loop.Run(ctx) })
+		updates <- nodekit.PodUpdate{Op: nodekit.ADD, Source: nodekit.SourceAPI, Pods: []*v1.Pod{webPod()}}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if st := status.get(t, "uid-web"); st.Phase != v1.PodRunning {
+			t.Fatalf("phase %s, want Running", st.Phase)
+		}
+		cancel()
+		wg.Wait()
+	})
 }
