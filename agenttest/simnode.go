@@ -100,7 +100,10 @@ type SimNode struct {
 	published map[types.UID][]v1.PodStatus
 	deleted   map[types.UID]bool
 	mirrors   map[string]*v1.Pod // by full name, as the simulated API server holds them
-	done      chan struct{}      // closed when Run starts ending
+	// holdMirrors delays sending created mirror pods (heldMirrors) to the loop.
+	holdMirrors bool
+	heldMirrors []*v1.Pod
+	done        chan struct{} // closed when Run starts ending
 }
 
 type probeKey struct {

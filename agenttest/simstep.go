@@ -121,9 +121,32 @@ func (s simMirrors) CreateMirrorPod(_ context.Context, static *v1.Pod) error {
 	m.Status = v1.PodStatus{}
 	s.n.mu.Lock()
 	s.n.mirrors[static.Name+"_"+static.Namespace] = m
+	held := s.n.holdMirrors
+	if held {
+		s.n.heldMirrors = append(s.n.heldMirrors, m)
+	}
 	s.n.mu.Unlock()
-	s.n.send(nodekit.ADD, []*v1.Pod{m})
+	if !held {
+		s.n.send(nodekit.ADD, []*v1.Pod{m})
+	}
 	return nil
+}
+
+// HoldMirrors delays the simulated API server's watch of mirror pods:
+// while held, a mirror pod the loop creates exists (Mirror finds it) but
+// is not sent back to the loop, so the node does not know it yet. Releasing
+// sends every held mirror pod.
+func (n *SimNode) HoldMirrors(hold bool) {
+	n.mu.Lock()
+	n.holdMirrors = hold
+	var out []*v1.Pod
+	if !hold {
+		out, n.heldMirrors = n.heldMirrors, nil
+	}
+	n.mu.Unlock()
+	if len(out) > 0 {
+		n.send(nodekit.ADD, out)
+	}
 }
 
 func (s simMirrors) DeleteMirrorPod(_ context.Context, fullName string, uid *types.UID) (bool, error) {

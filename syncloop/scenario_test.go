@@ -36,6 +36,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 //	delete pod=N                      graceful deletion by the API server
 //	remove-static pod=N               the static pod's manifest is removed
 //	mirror pod=N                      the simulated API server's mirror pod
+//	hold-mirrors, release-mirrors     delay the API server's watch of mirrors
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	if err != nil || len(files) == 0 {
@@ -101,6 +102,12 @@ func (s *scenarioNode) do(c *scenario.Command) string {
 		return ""
 	case "remove-static":
 		s.n.RemoveStaticPod(s.pod(c))
+		return ""
+	case "hold-mirrors":
+		s.n.HoldMirrors(true)
+		return ""
+	case "release-mirrors":
+		s.n.HoldMirrors(false)
 		return ""
 	case "mirror":
 		p := s.pod(c)
