@@ -2,6 +2,7 @@ package agenttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/pleg"
@@ -35,9 +37,21 @@ type SimOptions struct {
 	// RelistPeriod is the PLEG's (default 1 s, as upstream). A short one
 	// makes a SimNode outside a synctest bubble react faster.
 	RelistPeriod time.Duration
+	// EventedPLEG runs the evented PLEG over the fake runtime's container
+	// events (pleg.New); by default the node relists only, as kubelet
+	// v1.37 with its EventedPLEG gate off. A stepped node relists either
+	// way: events are read only by a running PLEG.
+	EventedPLEG bool
+	// Clock, when set, makes the node stepped: nothing runs on goroutines
+	// of its own, the loop's pod workers run inline, and Step and Advance
+	// drive every part on the caller's goroutine on this fake clock, so a
+	// scenario is deterministic without a synctest bubble. Run refuses a
+	// stepped node.
+	Clock *testingclock.FakeClock
 }
 
-// SimNode is a simulated node: the real syncloop, relist PLEG and status
+// SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
+// relist one, or with SimOptions.EventedPLEG the evented one) and status
 // manager over a FakeRuntime, fed by the pods a test adds, with statuses
 // published to an in-memory sink. A test scripts what happens in the runtime
 // — a container exits (Runtime().ExitContainer), an image cannot be pulled
@@ -66,10 +80,14 @@ type SimOptions struct {
 // Probes are scripted, not run: a container's liveness, readiness and
 // startup results are what SetProbe last set for it (none by default, so
 // a readiness probe keeps its container unready until set to Success).
-// Lifecycle hooks, volumes and mirror pods are not simulated.
+// Static pods (SendStatic) get mirror pods: a mirror the loop creates comes
+// back to it from the "api" source, as the API server's watch would send it.
+// Lifecycle hooks and volumes are not simulated.
 type SimNode struct {
 	rt        *FakeRuntime
-	relist    *pleg.Generic
+	pleg      pleg.PLEG
+	clock     *testingclock.FakeClock // nil unless stepped
+	store     *syncloop.PodStore
 	status    *statusmgr.Manager
 	loop      *syncloop.Loop
 	updates   chan nodekit.PodUpdate
@@ -81,7 +99,11 @@ type SimNode struct {
 	probes    map[probeKey]syncloop.ProbeResult
 	published map[types.UID][]v1.PodStatus
 	deleted   map[types.UID]bool
-	done      chan struct{} // closed when Run starts ending
+	mirrors   map[string]*v1.Pod // by full name, as the simulated API server holds them
+	// holdMirrors delays sending created mirror pods (heldMirrors) to the loop.
+	holdMirrors bool
+	heldMirrors []*v1.Pod
+	done        chan struct{} // closed when Run starts ending
 }
 
 type probeKey struct {
@@ -99,8 +121,13 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agenttest: simulated node root: %w", err)
 	}
+	var clk clock.WithTicker = clock.RealClock{}
+	if opts.Clock != nil {
+		clk = opts.Clock
+	}
 	n := &SimNode{
-		rt:        NewFakeRuntime(clock.RealClock{}),
+		rt:        NewFakeRuntime(clk),
+		clock:     opts.Clock,
 		updates:   make(chan nodekit.PodUpdate, 100),
 		probeWake: make(chan types.UID, 100),
 		rootDir:   dir,
@@ -108,25 +135,26 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		probes:    map[probeKey]syncloop.ProbeResult{},
 		published: map[types.UID][]v1.PodStatus{},
 		deleted:   map[types.UID]bool{},
+		mirrors:   map[string]*v1.Pod{},
 		done:      make(chan struct{}),
 	}
 	cache := pleg.NewCache()
-	n.relist = pleg.NewGeneric(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod})
-	n.status, err = statusmgr.NewManager(statusmgr.Config{
-		Sink: simSink{n},
-		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return n.loop.GetPodByUID(uid) }),
-	})
+	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk, RelistOnly: !opts.EventedPLEG})
+	n.store = syncloop.NewPodStore()
+	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk})
 	if err == nil {
 		n.loop, err = syncloop.New(syncloop.Config{
-			Runtime: n.rt, Cache: cache, Status: n.status, Updates: n.updates,
-			Events: n.relist.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
+			Runtime: n.rt, Pods: n.store, Cache: cache, Status: n.status, Updates: n.updates,
+			Events: n.pleg.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
 			Health: func(context.Context) error {
 				if err := n.rt.ready(); err != nil {
 					return err
 				}
-				return n.relist.Healthy()
+				return n.pleg.Healthy()
 			},
+			Mirror:    simMirrors{n},
 			Admitters: opts.Admitters, RootDir: dir, NodeIPs: opts.NodeIPs,
+			Clock: clk, InlineWorkers: opts.Clock != nil,
 		})
 	}
 	if err != nil {
@@ -144,6 +172,10 @@ func StartSimNode(t testing.TB, opts SimOptions) *SimNode {
 	n, err := NewSimNode(opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n.clock != nil {
+		t.Cleanup(func() { _ = os.RemoveAll(n.rootDir) })
+		return n
 	}
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(2)))
 	ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), logger))
@@ -163,9 +195,12 @@ func StartSimNode(t testing.TB, opts SimOptions) *SimNode {
 // removes its root directory and returns ctx.Err(). Containers in the fake
 // runtime are left as they are. Run may be called once.
 func (n *SimNode) Run(ctx context.Context) error {
+	if n.clock != nil {
+		return errors.New("agenttest: a stepped SimNode (SimOptions.Clock) does not Run; drive it with Step")
+	}
 	var wg sync.WaitGroup
-	n.relist.Relist(ctx) // the PLEG is healthy before the loop's first look
-	wg.Go(func() { _ = n.relist.Run(ctx) })
+	n.pleg.Relist(ctx) // the PLEG is healthy before the loop's first look
+	wg.Go(func() { _ = n.pleg.Run(ctx) })
 	wg.Go(func() { _ = n.status.Run(ctx) })
 	err := n.loop.Run(ctx)
 	close(n.done)
@@ -318,6 +353,10 @@ func (s simSink) DeletePod(ctx context.Context, pod *v1.Pod) error {
 	s.n.deleted[pod.UID] = true
 	s.n.mu.Unlock()
 	gone := pod.DeepCopy()
+	if s.n.clock != nil {
+		s.n.send(nodekit.REMOVE, []*v1.Pod{gone}) // buffered; the next Drain takes it
+		return nil
+	}
 	go s.n.send(nodekit.REMOVE, []*v1.Pod{gone})
 	return nil
 }
@@ -358,4 +397,5 @@ func (f *FakeRuntime) ready() error {
 var (
 	_ nodekit.StatusSink    = simSink{}
 	_ syncloop.ProbeResults = simProbes{}
+	_ syncloop.MirrorClient = simMirrors{}
 )

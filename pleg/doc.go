@@ -15,8 +15,14 @@
 // just those (Runtime). It does not decide what to do about an event; the
 // sync loop does.
 //
+// New picks the PLEG for a runtime: the evented one when the runtime
+// streams container events (ContainerEventer) and Options.RelistOnly is
+// not set, else the relist one, as Virtual Kubelet wraps a provider
+// without notifications in a poller. Both are a PLEG (Relist, Run,
+// Events, Healthy).
+//
 //	cache := pleg.NewCache()
-//	g := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clk})
-//	go g.Run(ctx)
-//	for ev := range g.Events() { ... }
+//	p := pleg.New(rt, cache, pleg.Options{Clock: clk})
+//	go p.Run(ctx)
+//	for ev := range p.Events() { ... }
 package pleg

@@ -60,6 +60,10 @@ type Options struct {
 	// Metrics receives each relist's numbers (server.AgentMetrics
 	// satisfies it). Nil discards them.
 	Metrics Metrics
+	// RelistOnly makes New choose the relist PLEG even for a runtime that
+	// streams container events (fullagent sets it while the EventedPLEG
+	// feature gate is off, as kubelet). NewGeneric ignores it.
+	RelistOnly bool
 }
 
 // Metrics receives what upstream's PLEG reports: relist durations and

@@ -1,13 +1,38 @@
-// Package syncloop will own the main loop of a node agent and the per-pod
+// Package syncloop owns the main loop of a node agent and the per-pod
 // workers: it selects over pod updates, PLEG events, the sync and
 // housekeeping ticks and probe results; serializes the work of each pod
-// through the sync -> terminating -> terminated states; runs the admission
-// chain; and decides each pod's actions (restart policy, crash-loop and
-// image-pull back-off, init containers) that a nodekit.Runtime carries out.
-// It builds each pod's API status from the runtime's view: container
-// statuses, IPs and start time here, phase and conditions by
-// internal/podstatus, the generator the status manager uses too.
+// through the syncing -> terminating -> terminated -> finished phases;
+// runs the admission chain; and decides each pod's actions (restart
+// policy, crash-loop and image-pull back-off, init containers) that a
+// nodekit.Runtime carries out. It builds each pod's API status from the
+// runtime's view: container statuses, IPs and start time here, phase and
+// conditions by internal/podstatus, the generator the status manager uses
+// too.
 //
 // It does not talk to a container runtime protocol or to the API server
-// directly: those come in through nodekit.Runtime and nodekit.StatusSink.
+// directly: those come in through nodekit.Runtime and the StatusManager
+// (package statusmgr). It keeps the pods it was told to run in a PodStore,
+// which a main builds first and hands to the loop and to the store's
+// readers, so nothing is bound late:
+//
+//	store := syncloop.NewPodStore()
+//	cache := pleg.NewCache()
+//	events := pleg.New(rt, cache, pleg.Options{})
+//	status, _ := statusmgr.NewManager(statusmgr.Config{Sink: sink, Pods: store, Mirrors: store})
+//	loop, _ := syncloop.New(syncloop.Config{
+//		Runtime: rt, Pods: store, Cache: cache, Status: status,
+//		Updates: merger.Updates(), Events: events.Events(), RootDir: root,
+//	})
+//	// run merger, events and status, then:
+//	err := loop.Run(ctx)
+//
+// Drain is the synchronous step under Run: it handles what waits on the
+// loop's inputs and, with Config.InlineWorkers, runs every pending pod
+// worker step on the caller's goroutine, so a test drives the loop on a
+// fake clock without goroutines or sleeps (agenttest's stepped SimNode
+// does). HandleUpdate, SyncDue and Housekeeping are the finer steps.
+//
+// Optional capabilities of the parts it is given are named interfaces
+// found by type assertion: PodTerminator and OrphanStatusRemover of a
+// StatusManager, VolumeCleaner of a VolumeManager.
 package syncloop

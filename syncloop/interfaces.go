@@ -34,6 +34,14 @@ type PodTerminator interface {
 	TerminatePod(pod *v1.Pod) error
 }
 
+// OrphanStatusRemover is an optional capability of a StatusManager
+// (statusmgr.Manager has it): housekeeping asks it to forget the statuses
+// of every pod not in keep (pods gone from the configuration whose
+// workers are done). A StatusManager without it keeps them.
+type OrphanStatusRemover interface {
+	RemoveOrphanedStatuses(keep map[types.UID]bool)
+}
+
 // MirrorClient creates and deletes the mirror pods of static pods. Nil
 // means static pods get no mirror (standalone mode).
 type MirrorClient interface {
@@ -50,6 +58,14 @@ type MirrorClient interface {
 type VolumeManager interface {
 	WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error
 	WaitForUnmount(ctx context.Context, pod *v1.Pod) error
+}
+
+// VolumeCleaner is an optional capability of a VolumeManager
+// (volumemgr.Manager has it): housekeeping asks it to tear down the
+// volumes of every pod not in keep (pods found on disk after a restart,
+// orphans killed without a spec) before their directories are removed.
+type VolumeCleaner interface {
+	CleanupPods(keep map[types.UID]bool)
 }
 
 // SecretGetter reads image pull secrets.

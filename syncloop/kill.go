@@ -18,7 +18,8 @@ import (
 // containers, logs and directories may be removed although its API object
 // stays (Failed), as upstream.
 //
-// KillPod blocks until the pod has terminated, ctx is done, or one and a
+// With Config.InlineWorkers, KillPod runs the pod's worker steps itself
+// before it waits. KillPod blocks until the pod has terminated, ctx is done, or one and a
 // half grace periods (at least 10 s) have passed, which is an error.
 func (l *Loop) KillPod(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64, status func(*v1.PodStatus)) error {
 	if pod == nil {
@@ -31,6 +32,12 @@ func (l *Loop) KillPod(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int6
 	g := max(gracePeriodSeconds, 0)
 	done := make(chan struct{})
 	l.workers.Update(ctx, podUpdate{Type: UpdateKill, Pod: p, GracePeriod: &g, Status: status, Evict: true, Done: done})
+	if l.workers.inline {
+		// Inline workers run on the caller: step the pod's worker here
+		// until it has terminated or has to wait for a newer status.
+		for !isClosed(done) && l.workers.runOne(ctx, p.UID) {
+		}
+	}
 	wait := max(time.Duration(g+g/2)*time.Second, 10*time.Second)
 	timer := l.clock.NewTimer(wait)
 	defer timer.Stop()
@@ -88,4 +95,13 @@ func (l *Loop) unknownGone(uid types.UID) bool {
 	}
 	_, desired := l.store.get(uid)
 	return !desired
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

@@ -23,6 +23,10 @@ import (
 // Config wires a Loop. Runtime, Cache, Status and Updates are required.
 type Config struct {
 	Runtime nodekit.Runtime
+	// Pods is the pod store the loop keeps: built first (NewPodStore) and
+	// handed to its readers too (statusmgr's Pods and Mirrors). Nil means
+	// the loop makes its own, readable through Loop.Store.
+	Pods *PodStore
 	// Cache is the PLEG's pod cache.
 	Cache PodCache
 	// Status receives the computed pod statuses.
@@ -75,12 +79,20 @@ type Config struct {
 	// Metrics receives pod worker durations and pod start times
 	// (server.AgentMetrics satisfies it). Nil discards them.
 	Metrics Metrics
+	// InlineWorkers runs the pod workers on the caller's goroutine instead
+	// of one goroutine per pod: Drain runs every pending step, and Run
+	// runs them after each event it handles. A pod's step then never waits
+	// for a fresh runtime status; one that has none newer than its last
+	// sync (a new pod: none at all) stays pending until the PLEG has
+	// relisted at a later time. Tests drive such a
+	// loop step by step with Drain, with no goroutines and no sleeps.
+	InlineWorkers bool
 }
 
 // Loop is the main loop of a node agent.
 type Loop struct {
 	cfg     Config
-	store   *podStore
+	store   *PodStore
 	workers *workers
 	syncer  *syncer
 	clock   clock.WithTicker
@@ -95,6 +107,9 @@ type Loop struct {
 	// every source had been seen: only then is a pod it does not know
 	// really gone (as upstream marks a source seen after handling it).
 	sourcesHandled atomic.Bool
+
+	// updatesClosed is set once Drain has seen the update channel closed.
+	updatesClosed bool
 
 	healthMu     sync.Mutex
 	lastIterate  time.Time
@@ -147,10 +162,12 @@ func New(cfg Config) (*Loop, error) {
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},
 	}
-	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod)
-	w.metrics = cfg.Metrics
+	if cfg.Pods == nil {
+		cfg.Pods = NewPodStore()
+	}
+	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics, cfg.InlineWorkers)
 	return &Loop{
-		cfg: cfg, store: newPodStore(), syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
+		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
 	}, nil
 }
@@ -164,6 +181,9 @@ func (l *Loop) Run(ctx context.Context) error {
 	houseTick := l.clock.NewTicker(2 * time.Second)
 	defer houseTick.Stop()
 	for l.iterate(ctx, syncTick.C(), houseTick.C()) {
+		if l.workers.inline {
+			l.workers.runPending(ctx)
+		}
 	}
 	l.workers.Wait()
 	return ctx.Err()
@@ -458,6 +478,9 @@ func (l *Loop) syncUID(ctx context.Context, uid types.UID) {
 	}
 }
 
+// Store returns the loop's pod store (Config.Pods, or the one it made).
+func (l *Loop) Store() *PodStore { return l.store }
+
 // Pods returns every pod the agent was told to run (terminated ones
 // included until they are removed; mirror pods excluded), oldest first.
 func (l *Loop) Pods() []*v1.Pod { return l.store.all() }
@@ -522,7 +545,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 		l.cfg.ProbeWorkers.CleanupPods(desired)
 	}
 	// Statuses of pods that are gone and whose workers are done.
-	if r, ok := l.cfg.Status.(interface{ RemoveOrphanedStatuses(map[types.UID]bool) }); ok {
+	if r, ok := l.cfg.Status.(OrphanStatusRemover); ok {
 		keep := map[types.UID]bool{}
 		for uid := range known {
 			keep[uid] = true
@@ -536,7 +559,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	l.syncer.pull.GC()
 	// Volumes of pods that are gone (found on disk after a restart, or of
 	// orphans killed without a spec) are torn down before their dirs go.
-	if v, ok := l.cfg.Volumes.(interface{ CleanupPods(map[types.UID]bool) }); ok {
+	if v, ok := l.cfg.Volumes.(VolumeCleaner); ok {
 		keep := map[types.UID]bool{}
 		for uid := range known {
 			keep[uid] = true

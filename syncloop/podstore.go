@@ -19,19 +19,24 @@ func isMirror(pod *v1.Pod) bool {
 // fullName is upstream's pod full name, NAME_NAMESPACE.
 func fullName(pod *v1.Pod) string { return pod.Name + "_" + pod.Namespace }
 
-// podStore holds the pods the agent was told to run, and the mirror pods
-// of its static pods, by UID and by full name.
-type podStore struct {
+// PodStore holds the pods the agent was told to run, and the mirror pods
+// of its static pods, by UID and by full name. It is shared state: a main
+// builds it first (NewPodStore) and hands it to the Loop (Config.Pods),
+// which alone writes it, and to everything that reads pods by UID or
+// mirror pods by name (statusmgr's Pods and Mirrors, a probe relay, the
+// node API). It is safe for concurrent use.
+type PodStore struct {
 	mu      sync.RWMutex
 	pods    map[types.UID]*v1.Pod
 	mirrors map[string]*v1.Pod // by full name
 }
 
-func newPodStore() *podStore {
-	return &podStore{pods: map[types.UID]*v1.Pod{}, mirrors: map[string]*v1.Pod{}}
+// NewPodStore returns an empty pod store.
+func NewPodStore() *PodStore {
+	return &PodStore{pods: map[types.UID]*v1.Pod{}, mirrors: map[string]*v1.Pod{}}
 }
 
-func (s *podStore) set(pod *v1.Pod) {
+func (s *PodStore) set(pod *v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if isMirror(pod) {
@@ -41,7 +46,7 @@ func (s *podStore) set(pod *v1.Pod) {
 	s.pods[pod.UID] = pod
 }
 
-func (s *podStore) remove(pod *v1.Pod) {
+func (s *PodStore) remove(pod *v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if isMirror(pod) {
@@ -53,7 +58,17 @@ func (s *podStore) remove(pod *v1.Pod) {
 	delete(s.pods, pod.UID)
 }
 
-func (s *podStore) get(uid types.UID) (*v1.Pod, bool) {
+// GetPodByUID returns a pod the agent was told to run (not a mirror pod).
+func (s *PodStore) GetPodByUID(uid types.UID) (*v1.Pod, bool) { return s.get(uid) }
+
+// GetMirrorPod returns the mirror pod with the full name NAME_NAMESPACE.
+func (s *PodStore) GetMirrorPod(fullName string) (*v1.Pod, bool) { return s.mirrorByFullName(fullName) }
+
+// Pods returns every pod the agent was told to run (terminated ones
+// included until they are removed; mirror pods excluded), oldest first.
+func (s *PodStore) Pods() []*v1.Pod { return s.all() }
+
+func (s *PodStore) get(uid types.UID) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.pods[uid]
@@ -61,14 +76,14 @@ func (s *podStore) get(uid types.UID) (*v1.Pod, bool) {
 }
 
 // mirrorOf returns the mirror pod of a static pod, if any.
-func (s *podStore) mirrorOf(pod *v1.Pod) *v1.Pod {
+func (s *PodStore) mirrorOf(pod *v1.Pod) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.mirrors[fullName(pod)]
 }
 
 // mirrorByFullName returns a mirror pod by NAME_NAMESPACE.
-func (s *podStore) mirrorByFullName(name string) (*v1.Pod, bool) {
+func (s *PodStore) mirrorByFullName(name string) (*v1.Pod, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	p, ok := s.mirrors[name]
@@ -76,7 +91,7 @@ func (s *podStore) mirrorByFullName(name string) (*v1.Pod, bool) {
 }
 
 // staticFor returns the static pod a mirror pod belongs to.
-func (s *podStore) staticFor(mirror *v1.Pod) *v1.Pod {
+func (s *PodStore) staticFor(mirror *v1.Pod) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, p := range s.pods {
@@ -88,7 +103,7 @@ func (s *podStore) staticFor(mirror *v1.Pod) *v1.Pod {
 }
 
 // all returns the pods (not mirrors), oldest first.
-func (s *podStore) all() []*v1.Pod {
+func (s *PodStore) all() []*v1.Pod {
 	s.mu.RLock()
 	out := make([]*v1.Pod, 0, len(s.pods))
 	for _, p := range s.pods {
@@ -100,7 +115,7 @@ func (s *podStore) all() []*v1.Pod {
 }
 
 // orphanMirrors returns the mirror pods whose static pod is gone.
-func (s *podStore) orphanMirrors() []*v1.Pod {
+func (s *PodStore) orphanMirrors() []*v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	static := map[string]bool{}

@@ -29,13 +29,13 @@ const (
 	UpdateKill
 )
 
-// A pod worker moves each pod through three phases, never backwards:
+// A pod worker moves each pod through four phases, never backwards:
 //
 //	syncing --(deleted, removed, terminal, killed)--> terminating --> terminated --> finished
 //
 // SyncPod runs repeatedly while syncing; SyncTerminatingPod until it
-// succeeds; SyncTerminatedPod until it succeeds; then the worker is done
-// and only forgets the pod once the pod is gone from the configuration.
+// succeeds; SyncTerminatedPod until it succeeds; then the worker has
+// finished and is forgotten once the pod is gone from the configuration.
 type workerPhase int
 
 const (
@@ -75,7 +75,10 @@ type podSyncer interface {
 	SyncTerminatedPod(ctx context.Context, pod *v1.Pod, status *nodekit.PodStatus) error
 }
 
-// PodCache is the part of the pod cache workers read.
+// PodCache is the part of the pod cache workers read. GetNewerThan blocks
+// until the cache holds a status of the pod read after min; when ctx is
+// already done it must still return such a status if it has one (inline
+// workers ask that way, without waiting). pleg.Cache does.
 type PodCache interface {
 	GetNewerThan(ctx context.Context, uid types.UID, min time.Time) (*nodekit.PodStatus, error)
 }
@@ -108,8 +111,9 @@ type worker struct {
 	waiters []chan struct{}
 	// removed is set when the pod left the configuration.
 	removed bool
-	// goroutine is true while a goroutine works for this pod.
-	goroutine bool
+	// busy is true while a goroutine works for this pod or, with inline
+	// workers, while a step runs.
+	busy bool
 	// cancel stops an in-flight SyncPod when a kill arrives.
 	cancel   context.CancelFunc
 	lastSync time.Time
@@ -119,7 +123,8 @@ type worker struct {
 	failures int
 }
 
-// workers runs one goroutine per pod with pending work. Updates to one pod
+// workers runs one goroutine per pod with pending work (or, inline, runs
+// the pending work when asked). Updates to one pod
 // are serialized and coalesced: a worker busy with an update picks up only
 // the newest pending one afterwards.
 type workers struct {
@@ -130,16 +135,19 @@ type workers struct {
 	// backoffBase and backoffMax bound the retry delay after errors.
 	backoffBase, backoffMax time.Duration
 	metrics                 Metrics
+	// inline workers start no goroutines: runPending runs their steps on
+	// the caller's goroutine (Config.InlineWorkers).
+	inline bool
 
 	mu   sync.Mutex
 	pods map[types.UID]*worker
 	wg   sync.WaitGroup
 }
 
-func newWorkers(s podSyncer, cache PodCache, clk clock.Clock, resync time.Duration) *workers {
+func newWorkers(s podSyncer, cache PodCache, clk clock.Clock, resync time.Duration, m Metrics, inline bool) *workers {
 	return &workers{
-		syncer: s, cache: cache, clock: clk, resync: resync,
-		backoffBase: time.Second, backoffMax: 2 * time.Minute, metrics: noMetrics{},
+		syncer: s, cache: cache, clock: clk, resync: resync, inline: inline,
+		backoffBase: time.Second, backoffMax: 2 * time.Minute, metrics: m,
 		pods: map[types.UID]*worker{},
 	}
 }
@@ -164,7 +172,7 @@ func (w *workers) Update(ctx context.Context, u podUpdate) {
 	if wk.phase == phaseFinished {
 		// A finished pod comes back only as a new create with the same UID
 		// (a static pod whose manifest returned); start it afresh.
-		if u.Type != UpdateCreate || wk.goroutine || u.Pod == nil || u.Pod.DeletionTimestamp != nil {
+		if u.Type != UpdateCreate || wk.busy || u.Pod == nil || u.Pod.DeletionTimestamp != nil {
 			if u.Done != nil {
 				close(u.Done) // it has terminated already
 			}
@@ -219,12 +227,13 @@ func (w *workers) Update(ctx context.Context, u podUpdate) {
 	w.startLocked(ctx, wk)
 }
 
-// startLocked starts the worker goroutine if none runs.
+// startLocked starts the worker goroutine if none runs. Inline workers
+// start nothing: the pending update waits for runPending.
 func (w *workers) startLocked(ctx context.Context, wk *worker) {
-	if wk.goroutine {
+	if wk.busy || w.inline {
 		return
 	}
-	wk.goroutine = true
+	wk.busy = true
 	w.wg.Add(1)
 	go w.run(ctx, wk)
 }
@@ -235,58 +244,89 @@ func (w *workers) run(ctx context.Context, wk *worker) {
 	for {
 		w.mu.Lock()
 		if wk.pending == nil || ctx.Err() != nil {
-			wk.goroutine = false
+			wk.busy = false
 			w.mu.Unlock()
 			return
 		}
-		u := *wk.pending
-		wk.pending = nil
-		phase, pod, mirror, running, grace, since := wk.phase, wk.pod, wk.mirror, wk.running, wk.grace, wk.lastSync
-		u.Status = wk.edit
-		syncCtx, cancel := context.WithCancel(ctx)
-		wk.cancel = cancel
+		w.stepLocked(ctx, wk, logger)
 		w.mu.Unlock()
+	}
+}
 
-		began := w.clock.Now()
-		err := w.step(syncCtx, phase, u, pod, mirror, running, grace, since, logger)
+// stepLocked takes the worker's pending update and runs one step of its
+// phase, unlocking w.mu for the step itself. It reports whether a step
+// ran: an inline worker whose pod has no status newer than its last sync
+// keeps its update pending instead.
+func (w *workers) stepLocked(ctx context.Context, wk *worker, logger klog.Logger) bool {
+	u := *wk.pending
+	wk.pending = nil
+	phase, pod, mirror, running, grace, since := wk.phase, wk.pod, wk.mirror, wk.running, wk.grace, wk.lastSync
+	u.Status = wk.edit
+	syncCtx, cancel := context.WithCancel(ctx)
+	wk.cancel = cancel
+	w.mu.Unlock()
+
+	began := w.clock.Now()
+	err := w.step(syncCtx, phase, u, pod, mirror, running, grace, since, logger)
+	if !errors.Is(err, errNotFresh) {
 		w.metrics.ObservePodWorker(operationType(phase, u.Type), w.clock.Since(began))
-		// Whether a kill or the agent stopping interrupted the step; asked
-		// before cancel, after which syncCtx.Err() is always set.
-		interrupted := syncCtx.Err() != nil
-		cancel()
+	}
+	// Whether a kill or the agent stopping interrupted the step; asked
+	// before cancel, after which syncCtx.Err() is always set.
+	interrupted := syncCtx.Err() != nil
+	cancel()
 
-		w.mu.Lock()
-		wk.cancel = nil
-		wk.lastSync = w.clock.Now()
-		var retry *errRetryAfter
-		switch {
-		case err == nil:
-			wk.failures = 0
-			wk.due = wk.lastSync.Add(w.resync)
-			if next, advanced := advance(phase, wk.phase, u.Type); advanced {
-				wk.phase = next
-			}
-			if phase == phaseTerminating && !wk.terminated {
-				wk.terminated = true
-				for _, ch := range wk.waiters {
-					close(ch)
-				}
-				wk.waiters = nil
-			}
-			if wk.phase != phase && wk.phase != phaseFinished {
-				wk.pending = &podUpdate{Type: UpdateSync} // go on to the next phase now
-			}
-		case errors.As(err, &retry):
-			wk.due = wk.lastSync.Add(retry.after)
-		case interrupted:
-			// Cancelled by a kill (the pending update carries on) or by
-			// the agent stopping.
-		default:
-			wk.failures++
-			wk.due = wk.lastSync.Add(w.retryDelay(wk.failures))
-			logger.Error(err, "Pod worker sync failed; will retry", "phase", phaseName(phase), "retryIn", wk.due.Sub(wk.lastSync))
+	w.mu.Lock()
+	wk.cancel = nil
+	if errors.Is(err, errNotFresh) {
+		w.repend(wk, u.Type)
+		return false
+	}
+	wk.lastSync = w.clock.Now()
+	var retry *errRetryAfter
+	switch {
+	case err == nil:
+		w.succeededLocked(wk, phase, u.Type)
+	case errors.As(err, &retry):
+		wk.due = wk.lastSync.Add(retry.after)
+	case interrupted:
+		// Cancelled by a kill (the pending update carries on) or by
+		// the agent stopping.
+	default:
+		wk.failures++
+		wk.due = wk.lastSync.Add(w.retryDelay(wk.failures))
+		logger.Error(err, "Pod worker sync failed; will retry", "phase", phaseName(phase), "retryIn", wk.due.Sub(wk.lastSync))
+	}
+	return true
+}
+
+// succeededLocked moves a worker on after a step without error.
+func (w *workers) succeededLocked(wk *worker, phase workerPhase, t UpdateType) {
+	wk.failures = 0
+	wk.due = wk.lastSync.Add(w.resync)
+	if next, advanced := advance(phase, wk.phase, t); advanced {
+		wk.phase = next
+	}
+	if phase == phaseTerminating && !wk.terminated {
+		wk.terminated = true
+		for _, ch := range wk.waiters {
+			close(ch)
 		}
-		w.mu.Unlock()
+		wk.waiters = nil
+	}
+	if wk.phase != phase && wk.phase != phaseFinished {
+		wk.pending = &podUpdate{Type: UpdateSync} // go on to the next phase now
+	}
+}
+
+// repend puts back an update that could not run yet, merged with one that
+// arrived meanwhile (a create stays a create).
+func (w *workers) repend(wk *worker, t UpdateType) {
+	switch {
+	case wk.pending == nil:
+		wk.pending = &podUpdate{Type: t}
+	case t == UpdateCreate:
+		wk.pending.Type = UpdateCreate
 	}
 }
 
@@ -307,7 +347,7 @@ func advance(ran, now workerPhase, _ UpdateType) (workerPhase, bool) {
 
 func (w *workers) step(ctx context.Context, phase workerPhase, u podUpdate, pod, mirror *v1.Pod, running *nodekit.Pod, grace *int64, since time.Time, logger klog.Logger) error {
 	ctx = klog.NewContext(ctx, logger)
-	status, err := w.cache.GetNewerThan(ctx, pod.UID, since)
+	status, err := w.cachedStatus(ctx, pod.UID, since)
 	if err != nil {
 		return err
 	}
@@ -359,7 +399,7 @@ func (w *workers) Due(now time.Time) []types.UID {
 	defer w.mu.Unlock()
 	var out []types.UID
 	for uid, wk := range w.pods {
-		if wk.phase != phaseFinished && !wk.goroutine && !wk.due.IsZero() && !now.Before(wk.due) {
+		if wk.phase != phaseFinished && !wk.busy && !wk.due.IsZero() && !now.Before(wk.due) {
 			out = append(out, uid)
 		}
 	}
@@ -399,7 +439,7 @@ func (w *workers) Forget(desired map[types.UID]bool) map[types.UID]workerPhase {
 	for uid, wk := range w.pods {
 		if !desired[uid] {
 			wk.removed = true
-			if wk.phase == phaseFinished && !wk.goroutine {
+			if wk.phase == phaseFinished && !wk.busy {
 				delete(w.pods, uid)
 				continue
 			}

@@ -61,9 +61,10 @@ func run(ctx context.Context, cfg config) error {
 	defer rt.Close()
 	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
 	cache := pleg.NewCache()
-	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
-	var loop *syncloop.Loop
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: cfg.sink, Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
+	// The pod store is built first: the loop fills it, the status manager reads it.
+	store := syncloop.NewPodStore()
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: cfg.sink, Pods: store})
 	if err != nil {
 		return err
 	}
@@ -71,9 +72,9 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(), SourcesReady: pods.SeenAllSources,
-		Events: relist.Events(), Health: func(context.Context) error { return relist.Healthy() },
+	loop, err := syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(), SourcesReady: pods.SeenAllSources,
+		Events: lifecycle.Events(), Health: func(context.Context) error { return lifecycle.Healthy() },
 		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
 		Hooks:   probes.NewHookRunner(probes.HookConfig{Execer: rt}),
 		RootDir: cfg.rootDir,
@@ -81,8 +82,8 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	relist.Relist(ctx)
-	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run, prober.Run} {
+	lifecycle.Relist(ctx)
+	for _, part := range []func(context.Context) error{pods.Run, lifecycle.Run, status.Run, prober.Run} {
 		go func() { _ = part(ctx) }()
 	}
 	return loop.Run(ctx)

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
@@ -77,20 +75,21 @@ func run(ctx context.Context, cfg config) error {
 	}()
 	pods := podconfig.New([]nodekit.Source{podconfig.NewFileSource(cfg.manifests, cfg.nodeName, clock.RealClock{})})
 	cache := pleg.NewCache()
-	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
-	var loop *syncloop.Loop
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: newJSONSink(cfg.out), Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
+	// The pod store is built first: the loop fills it, the status manager reads it.
+	store := syncloop.NewPodStore()
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: newJSONSink(cfg.out), Pods: store})
 	if err != nil {
 		return err
 	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(),
-		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
+	loop, err := syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(),
+		SourcesReady: pods.SeenAllSources, Events: lifecycle.Events(),
 		Health: func(ctx context.Context) error {
 			if err := rt.Ready(ctx); err != nil {
 				return err
 			}
-			return relist.Healthy()
+			return lifecycle.Healthy()
 		},
 		ContainerHash: criruntime.HashContainer,
 		RootDir:       cfg.rootDir,
@@ -98,8 +97,8 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	relist.Relist(ctx)
-	for _, part := range []func(context.Context) error{pods.Run, relist.Run, status.Run} {
+	lifecycle.Relist(ctx)
+	for _, part := range []func(context.Context) error{pods.Run, lifecycle.Run, status.Run} {
 		go func() { _ = part(ctx) }()
 	}
 	return loop.Run(ctx)

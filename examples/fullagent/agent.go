@@ -51,12 +51,12 @@ type agent struct {
 	client   kubernetes.Interface    // nil when standalone
 	runtime  *criruntime.Runtime
 	merger   *podconfig.Merger
-	pleg     plegRunner
-	relist   *pleg.Generic
+	pleg     pleg.PLEG
 	status   *statusmgr.Manager
 	probes   *probes.Manager
 	volumes  *volumemgr.Manager
 	rootDir  string
+	pods     *syncloop.PodStore // built first; the loop fills it
 	loop     *syncloop.Loop
 	node     *statusmgr.NodeReporter
 	lease    *statusmgr.Heartbeat
@@ -331,7 +331,7 @@ type starter = func(name string, f func(context.Context) error)
 func (a *agent) startNodeSide(ctx context.Context, start starter) {
 	// One relist before registering, so the node's first status can
 	// already say Ready (the PLEG is healthy once it has relisted).
-	a.relist.Relist(ctx)
+	a.pleg.Relist(ctx)
 	if a.node != nil {
 		a.register(ctx) // not fatal: the API server may be unreachable
 		start("node status", a.node.Run)
@@ -433,27 +433,18 @@ func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (sync
 	return syncloop.ProbeResult(r), ok
 }
 
-// newPLEG builds the PLEG as kubelet v1.37 does: the generic PLEG,
-// relisting every second; with the EventedPLEG gate (off by default) and a
-// runtime that streams container events, the evented PLEG over it, where
-// events also refresh their pods at once beside the same 1 s relist (and
-// which falls back to relisting alone if the stream does not work). It
-// returns the generic PLEG and the one to run.
-func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate, m pleg.Metrics) (*pleg.Generic, plegRunner) {
-	relist := pleg.NewGeneric(rt, cache, pleg.Options{Metrics: m})
-	if ev, ok := rt.(pleg.ContainerEventer); ok && gates.Enabled(featureEventedPLEG) {
+// newPLEG builds the PLEG as kubelet v1.37 does, through pleg.New: the
+// generic PLEG, relisting every second; with the EventedPLEG gate (off by
+// default) and a runtime that streams container events, the evented PLEG
+// over it, where events also refresh their pods at once beside the same
+// 1 s relist (and which falls back to relisting alone if the stream does
+// not work).
+func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate, m pleg.Metrics) pleg.PLEG {
+	p := pleg.New(rt, cache, pleg.Options{Metrics: m, RelistOnly: !gates.Enabled(featureEventedPLEG)})
+	if _, evented := p.(*pleg.Evented); evented {
 		klog.FromContext(ctx).Info("EventedPLEG: CRI container events beside the relist")
-		return relist, pleg.NewEvented(relist, ev)
 	}
-	return relist, relist
-}
-
-// plegRunner is what the agent needs of a PLEG: the generic and the
-// evented one both fit.
-type plegRunner interface {
-	Run(ctx context.Context) error
-	Events() <-chan *pleg.Event
-	Healthy() error
+	return p
 }
 
 // readyCondition is the node's Ready condition: the runtime must report

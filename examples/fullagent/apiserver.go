@@ -180,7 +180,7 @@ func checkStandaloneAuth(cfg *kubeletv1beta1.KubeletConfiguration) error {
 // podsWithStatus is /pods: the loop's pods with the status the agent
 // computed (the pod objects carry the API server's).
 func (a *agent) podsWithStatus() []*v1.Pod {
-	pods := a.loop.Pods()
+	pods := a.pods.Pods()
 	out := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		if st, ok := a.status.GetPodStatus(p.UID); ok {

@@ -182,7 +182,7 @@ func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) 
 	for _, p := range running {
 		keep[p.ID] = true
 	}
-	for _, p := range a.loop.Pods() {
+	for _, p := range a.pods.Pods() {
 		if !a.loop.PodCleanedUp(ctx, p) {
 			keep[p.UID] = true
 		}

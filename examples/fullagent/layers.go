@@ -28,10 +28,11 @@ import (
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
-// The layers newAgent builds, in order. The loop is built last on the pod
-// side; parts built before it that need it (the status manager, the
-// resource, device and shutdown managers, eviction) read a.loop through
-// closures, and only once the agent runs.
+// The layers newAgent builds, in order. The pod store is built first on
+// the pod side and handed to the status manager, the probe relay and the
+// loop. The loop is built last; parts built before it that need its
+// workers' view (the resource, device and shutdown managers, eviction)
+// read a.loop through closures, and only once the agent runs.
 
 // newRuntimeSide builds the CRI runtime (and its image service), settles
 // the cgroup driver, the container log rotation and the PLEG, and returns
@@ -72,7 +73,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		return nil, fmt.Errorf("container log rotation: %w", err)
 	}
 	cache := pleg.NewCache()
-	a.relist, a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
+	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
 	return cache, nil
 }
 
@@ -116,8 +117,8 @@ func (a *agent) newStatusManager() (syncloop.MirrorClient, error) {
 	var err error
 	a.status, err = statusmgr.NewManager(statusmgr.Config{
 		Sink:    sink,
-		Mirrors: statusmgr.MirrorPodGetterFunc(func(n string) (*v1.Pod, bool) { return a.loop.GetMirrorPod(n) }),
-		Pods:    statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return a.loop.GetPodByUID(uid) }),
+		Mirrors: a.pods,
+		Pods:    a.pods,
 	})
 	return mirror, err
 }
@@ -212,7 +213,7 @@ func (a *agent) newProbes(recorder record.EventRecorder) (*probes.HookRunner, er
 	if err != nil {
 		return nil, err
 	}
-	a.probeRelay = newProbeRelay(a.probes, a.status, func(uid types.UID) (*v1.Pod, bool) { return a.loop.GetPodByUID(uid) })
+	a.probeRelay = newProbeRelay(a.probes, a.status, a.pods.GetPodByUID)
 	return probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder}), nil
 }
 
@@ -224,6 +225,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if err := a.newSources(o, recorder); err != nil {
 		return host{}, err
 	}
+	a.pods = syncloop.NewPodStore()
 	mirror, err := a.newStatusManager()
 	if err != nil {
 		return host{}, err
@@ -249,7 +251,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		secrets = a.objects()
 	}
 	a.loop, err = syncloop.New(syncloop.Config{
-		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
+		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
 		Health: func(ctx context.Context) error {
 			if err := a.runtime.Ready(ctx); err != nil {

@@ -1,7 +1,8 @@
 // Command hollow is a hollow node agent, as kubemark's hollow kubelet: it
 // joins a cluster as a node and runs the real pod source (API server),
-// sync loop, relist PLEG, status manager (pod statuses, the Node with its
-// Ready condition, the Lease), admission chain and container GC — on
+// sync loop, PLEG (pleg.New: evented over the fake runtime's events),
+// status manager (pod statuses, the Node with its Ready condition, the
+// Lease), admission chain and container GC — on
 // agenttest's in-memory fake runtime instead of containerd. Pods bound to
 // the node become Running with fake containers and IPs; nothing runs.
 //
@@ -29,7 +30,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -108,15 +108,16 @@ func run(ctx context.Context, o options) error {
 	rt := agenttest.NewFakeRuntime(clock.RealClock{})
 	pods := podconfig.New([]nodekit.Source{podconfig.NewAPISource(client, name)})
 	cache := pleg.NewCache()
-	relist := pleg.NewGeneric(rt, cache, pleg.Options{})
+	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// One watch on this Node feeds admission and the node status.
 	nodeInformer := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	}))
 	nodes := nodeInformer.Core().V1().Nodes().Lister()
-	var loop *syncloop.Loop
+	// The pod store is built first: the loop fills it, the status manager reads it.
+	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
-		Pods: statusmgr.PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) { return loop.GetPodByUID(uid) })})
+		Pods: store})
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func run(ctx context.Context, o options) error {
 		NodeName: name, NodeIP: o.nodeIP, MaxPods: o.maxPods, Labels: map[string]string{"nodekit.io/hollow": "true"},
 		Machine: statusmgr.MachineInfoFunc(func(context.Context) (statusmgr.Machine, error) { return fakeMachine(name), nil }),
 		Runtime: fakeVersion{}, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
-			v1.NodeReady: statusmgr.ReadyCondition(statusmgr.ReadinessFunc(func(context.Context) error { return relist.Healthy() })),
+			v1.NodeReady: statusmgr.ReadyCondition(statusmgr.ReadinessFunc(func(context.Context) error { return lifecycle.Healthy() })),
 		},
 		Cached: func() (*v1.Node, bool) { n, err := nodes.Get(name); return n, err == nil },
 	})
@@ -135,10 +136,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	loop, err = syncloop.New(syncloop.Config{
-		Runtime: rt, Cache: cache, Status: status, Updates: pods.Updates(),
-		SourcesReady: pods.SeenAllSources, Events: relist.Events(),
-		Health:    func(context.Context) error { return relist.Healthy() },
+	loop, err := syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(),
+		SourcesReady: pods.SeenAllSources, Events: lifecycle.Events(),
+		Health:    func(context.Context) error { return lifecycle.Healthy() },
 		Admitters: admission.Builtins(admission.NodeFunc(func(context.Context) (*v1.Node, error) { return nodes.Get(name) })),
 		Probes:    allProbesSucceed{}, // no prober: every probe passes, as kubemark's
 		RootDir:   o.rootDir, NodeIPs: []string{o.nodeIP},
@@ -156,7 +157,7 @@ func run(ctx context.Context, o options) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, part := range []func(context.Context) error{relist.Run, status.Run, node.Run, lease.Run, containerGC.Run} {
+	for _, part := range []func(context.Context) error{lifecycle.Run, status.Run, node.Run, lease.Run, containerGC.Run} {
 		wg.Go(func() { _ = part(ctx) })
 	}
 	nodeInformer.Start(ctx.Done())
