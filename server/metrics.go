@@ -375,7 +375,7 @@ func pathBucket(path string) string {
 		b += "/" + parts[1]
 	}
 	switch b {
-	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes",
+	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes", "metrics/cadvisor",
 		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug":
 		return b
 	}

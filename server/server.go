@@ -119,6 +119,9 @@ type Config struct {
 	// /metrics/probes (see RegisterProbeMetrics).
 	Metrics      prometheus.Gatherer
 	ProbeMetrics prometheus.Gatherer
+	// ContainerMetrics serves /metrics/cadvisor (containermetrics.Collector);
+	// nil serves an empty page.
+	ContainerMetrics ContainerMetrics
 	// MetricsRegisterer, if set, receives the server's own request
 	// metrics (kubelet_http_requests_total, ...).
 	MetricsRegisterer prometheus.Registerer
@@ -237,6 +240,7 @@ func (s *Server) routes(readOnly bool) http.Handler {
 	mux.Handle("GET /metrics", s.gatherer(s.cfg.Metrics))
 	mux.Handle("GET /metrics/probes", s.gatherer(s.cfg.ProbeMetrics))
 	mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
+	mux.HandleFunc("GET /metrics/cadvisor", s.containerMetrics)
 	if readOnly || s.cfg.DisableDebuggingHandlers {
 		disabled := func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
