@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -27,6 +28,14 @@ type PodLister interface {
 	ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error)
 }
 
+// ImageLister gives the images' names: a container's image label is the
+// first tag of the image it runs, as containerd names it to cadvisor.
+// criruntime.Runtime satisfies it.
+type ImageLister interface {
+	// ListImages lists the runtime's images; it blocks on the runtime.
+	ListImages(ctx context.Context) ([]*runtimeapi.Image, error)
+}
+
 // Config configures New.
 type Config struct {
 	// Roots are the cgroups (by name, e.g. "/kubepods" or
@@ -38,6 +47,10 @@ type Config struct {
 	// Pods names pod and container cgroups. Nil serves every cgroup with
 	// the id label only.
 	Pods PodLister
+	// Images, if set, names the images containers run; without it (or
+	// for an image it does not list) the image the pod asked for is
+	// served, in its docker-normalized form.
+	Images ImageLister
 	// SandboxImage is the image label of pod sandbox (pause) containers:
 	// the runtime's sandbox image (criruntime.Runtime.SandboxImage).
 	SandboxImage string
@@ -203,6 +216,10 @@ func (c *Collector) identities(ctx context.Context) (identities, error) {
 	if err != nil {
 		return ids, fmt.Errorf("containermetrics: list pods: %w", err)
 	}
+	images, err := c.imageNames(ctx)
+	if err != nil {
+		return ids, err
+	}
 	for _, p := range pods {
 		ids.pods[string(p.ID)] = identity{pod: p.Name, namespace: p.Namespace}
 		for _, sb := range p.Sandboxes {
@@ -210,11 +227,37 @@ func (c *Collector) identities(ctx context.Context) (identities, error) {
 				pod: p.Name, created: sb.CreatedAt, sandbox: true}
 		}
 		for _, ct := range p.Containers {
-			ids.containers[ct.ID.ID] = identity{container: ct.Name, image: imageName(ct.Image), name: ct.ID.ID,
+			image := images[ct.ImageID]
+			if image == "" {
+				image = images[ct.ImageRef]
+			}
+			if image == "" {
+				image = imageName(ct.Image)
+			}
+			ids.containers[ct.ID.ID] = identity{container: ct.Name, image: image, name: ct.ID.ID,
 				namespace: p.Namespace, pod: p.Name, created: ct.CreatedAt}
 		}
 	}
 	return ids, nil
+}
+
+// imageNames maps image IDs to their first tag (or, untagged, digest).
+func (c *Collector) imageNames(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	if c.cfg.Images == nil {
+		return out, nil
+	}
+	images, err := c.cfg.Images.ListImages(ctx)
+	if err != nil {
+		return out, fmt.Errorf("containermetrics: list images: %w", err)
+	}
+	for _, img := range images {
+		names := append(slices.Clone(img.GetRepoTags()), img.GetRepoDigests()...)
+		if len(names) > 0 && img.GetId() != "" {
+			out[img.GetId()] = names[0]
+		}
+	}
+	return out, nil
 }
 
 // of names a cgroup: a container cgroup by its last element (the

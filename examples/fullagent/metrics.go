@@ -86,7 +86,7 @@ func (a *agent) containerMetrics(ctx context.Context) (*containermetrics.Collect
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Unable to read the runtime's sandbox image; /metrics/cadvisor serves sandboxes with image=\"\"")
 	}
-	c, err := containermetrics.New(containermetrics.Config{Roots: []string{name}, Pods: a.runtime, SandboxImage: pause})
+	c, err := containermetrics.New(containermetrics.Config{Roots: []string{name}, Pods: a.runtime, Images: a.runtime, SandboxImage: pause})
 	if err != nil {
 		return nil, fmt.Errorf("/metrics/cadvisor: %w", err)
 	}
