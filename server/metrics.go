@@ -376,7 +376,7 @@ func pathBucket(path string) string {
 	}
 	switch b {
 	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes", "metrics/cadvisor",
-		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug":
+		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug", "statusz", "flagz", "logs", "run":
 		return b
 	}
 	return "other"
