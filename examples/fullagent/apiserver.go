@@ -43,6 +43,7 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		Configz: configz,
 		Stats:   a.stats,
 	}
+	zpages(o, a.gates, &sc)
 	if err := servingConfig(ctx, cfg, &sc); err != nil {
 		return nil, nil, nil, err
 	}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -180,11 +182,69 @@ func TestMetricsCadvisor(t *testing.T) {
 	if err != nil {
 		t.Errorf("busy container's CPU did not rise by 0.5s from %v: %v (last error %v)", first, cpuOf("busy"), last)
 	}
+	t.Run("endpoints", func(t *testing.T) { checkEndpoints(t, e) })
 	if t.Failed() {
 		for s, v := range m {
 			if strings.Contains(s, `pod="idle"`) || strings.Contains(s, `pod="busy"`) {
 				t.Logf("%s %v", s, v)
 			}
+		}
+	}
+}
+
+// checkEndpoints reads /metrics/slis, /statusz and /flagz through the API
+// server's node proxy.
+func checkEndpoints(t *testing.T, e *env) {
+	ctx := t.Context()
+	get := func(path string) string {
+		b, err := e.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", testNode, "proxy", path).
+			SetHeader("Accept", "text/plain").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return string(b)
+	}
+	// /statusz is authorized as nodes/statusz, which system:kubelet-api-admin
+	// does not grant (as upstream): grant it to the API server's client.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "statusz-reader"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/statusz"}, Verbs: []string{"get"}}}}
+	if _, err := e.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "statusz-reader"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "statusz-reader"},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver-kubelet-client"}}}
+	if _, err := e.client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	get("healthz") // records the checks
+	slis := get("metrics/slis")
+	for _, want := range []string{`kubernetes_healthcheck{name="syncloop",type="healthz"} 1`, `kubernetes_healthchecks_total{name="pleg",status="success",type="healthz"}`} {
+		if !strings.Contains(slis, want) {
+			t.Errorf("/metrics/slis lacks %q:\n%s", want, slis)
+		}
+	}
+	// RBAC reaches the API server's authorizer through its informer; a
+	// denial before that is cached by the agent (cacheUnauthorizedTTL).
+	var statusz string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		b, err := e.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", testNode, "proxy", "statusz").
+			SetHeader("Accept", "text/plain").DoRaw(ctx)
+		statusz = string(b)
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("/statusz: %v: %s", err, statusz)
+	}
+	for _, want := range []string{"kubelet statusz", "Binary version", "/metrics", "/statusz"} {
+		if !strings.Contains(statusz, want) {
+			t.Errorf("/statusz lacks %q:\n%s", want, statusz)
+		}
+	}
+	flagz := get("flagz")
+	for _, want := range []string{"kubelet flagz", "hostname-override", testNode} {
+		if !strings.Contains(flagz, want) {
+			t.Errorf("/flagz lacks %q:\n%s", want, flagz)
 		}
 	}
 }
