@@ -65,8 +65,14 @@ type cgroupStats struct {
 	memUsage, memMaxUsage, memFailcnt    uint64
 	memCache, memRSS, memSwap, memMapped uint64
 	memKernel, pgfault, pgmajfault       uint64
-	memWorkingSet                        uint64
-	memActiveFile, memInactiveFile       uint64
+	// memV2 holds memory.stat keys only cgroup v2 has (file_dirty,
+	// pgscan, ...) and memory.events' high and max; zero under v1.
+	memV2 map[string]uint64
+	// oomKills counts the cgroup's OOM kills (memory.oom_control's or
+	// memory.events' oom_kill).
+	oomKills                       uint64
+	memWorkingSet                  uint64
+	memActiveFile, memInactiveFile uint64
 
 	hasPids           bool
 	pidsLimit, thread uint64 // pids.max, pids.current
@@ -172,6 +178,7 @@ func (h hierarchy) readV1(name string, s *cgroupStats) {
 		s.memActiveFile, s.memInactiveFile = st["total_active_file"], st["total_inactive_file"]
 		s.memWorkingSet = sub(s.memUsage, s.memInactiveFile)
 		s.memKernel = readUint(mem, "memory.kmem.usage_in_bytes")
+		s.oomKills = readFlatKeyed(mem, "memory.oom_control")["oom_kill"]
 		s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
 	}
 	pids := h.dir("pids", name)
@@ -215,6 +222,12 @@ func (h hierarchy) readV2(name string, s *cgroupStats) {
 		s.memActiveFile, s.memInactiveFile = st["active_file"], st["inactive_file"]
 		s.memWorkingSet = sub(s.memUsage, s.memInactiveFile)
 		s.memKernel = st["kernel"]
+		ev := readFlatKeyed(d, "memory.events")
+		s.oomKills = ev["oom_kill"]
+		s.memV2 = map[string]uint64{"events_high": ev["high"], "events_max": ev["max"]}
+		for _, k := range []string{"file_dirty", "file_writeback", "pgscan", "pgsteal", "workingset_refault_file", "workingset_refault_anon"} {
+			s.memV2[k] = st[k]
+		}
 		s.pgfault, s.pgmajfault = st["pgfault"], st["pgmajfault"]
 	}
 	if fileExists(filepath.Join(d, "pids.max")) {

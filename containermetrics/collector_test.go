@@ -48,6 +48,7 @@ func fakeCgroupV1(t *testing.T, root, name string, cpuNS, usage, inactive uint64
 	write(t, filepath.Join(root, "memory", name, "memory.usage_in_bytes"), u(usage)+"\n")
 	write(t, filepath.Join(root, "memory", name, "memory.limit_in_bytes"), "9223372036854771712\n")
 	write(t, filepath.Join(root, "memory", name, "memory.use_hierarchy"), "1\n")
+	write(t, filepath.Join(root, "memory", name, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
 	write(t, filepath.Join(root, "memory", name, "memory.stat"),
 		"cache 1\nrss 2\ntotal_cache 4096\ntotal_rss 8192\ntotal_inactive_file "+u(inactive)+"\ntotal_mapped_file 0\n")
 }
@@ -95,6 +96,8 @@ func TestCollectorSeries(t *testing.T) {
 		`container_spec_cpu_quota{container="app",id="` + podCg + `/bbbb",image="docker.io/library/busybox:latest",name="bbbb",namespace="ns",pod="web"}`:                      50000,
 		`container_cpu_cfs_throttled_periods_total{container="app",id="` + podCg + `/bbbb",image="docker.io/library/busybox:latest",name="bbbb",namespace="ns",pod="web"}`:     3,
 		`container_spec_memory_limit_bytes{container="app",id="` + podCg + `/bbbb",image="docker.io/library/busybox:latest",name="bbbb",namespace="ns",pod="web"}`:             0,
+		`container_oom_events_total{container="app",id="` + podCg + `/bbbb",image="docker.io/library/busybox:latest",name="bbbb",namespace="ns",pod="web"}`:                    2,
+		`container_memory_events_max_total{container="app",id="` + podCg + `/bbbb",image="docker.io/library/busybox:latest",name="bbbb",namespace="ns",pod="web"}`:             0,
 		// The sandbox: container="", the pause image, the sandbox's ID as name.
 		`container_cpu_usage_seconds_total{container="",cpu="total",id="` + podCg + `/aaaa",image="registry.k8s.io/pause:3.10.1",name="aaaa",namespace="ns",pod="web"}`: 0.01,
 		// The pod cgroup: pod and namespace only.

@@ -107,6 +107,36 @@ var memorySeries = []series{
 		}},
 }
 
+// memoryV2Series are the MemoryUsageMetrics whose numbers only cgroup v2
+// has; cadvisor serves them (as 0) under v1 too.
+var memoryV2Series = func() []series {
+	var out []series
+	for _, f := range []struct {
+		name, key, help string
+		counter         bool
+	}{
+		{"container_memory_events_high_total", "events_high", "Cumulative count of memory.high throttle events for the container", true},
+		{"container_memory_events_max_total", "events_max", "Cumulative count of memory.max limit hit events for the container", true},
+		{"container_memory_file_dirty_bytes", "file_dirty", "Number of bytes of file cache that has been modified but not yet written back to disk.", false},
+		{"container_memory_file_writeback_bytes", "file_writeback", "Number of bytes of file cache that is currently being written back to disk.", false},
+		{"container_memory_pgscan_total", "pgscan", "Cumulative number of pages scanned by the page reclaim algorithm.", true},
+		{"container_memory_pgsteal_total", "pgsteal", "Cumulative number of pages reclaimed by the page reclaim algorithm.", true},
+		{"container_memory_workingset_refault_file_total", "workingset_refault_file", "Cumulative number of refaults of previously evicted file pages.", true},
+		{"container_memory_workingset_refault_anon_total", "workingset_refault_anon", "Cumulative number of refaults of previously evicted anonymous pages.", true},
+	} {
+		out = append(out, series{name: f.name, help: f.help, counter: f.counter, when: hasMemory,
+			values: func(s *cgroupStats) []sample { return one(float64(s.memV2[f.key])) }})
+	}
+	return out
+}()
+
+// oomSeries is cadvisor's OOMMetrics: kubelet counts the kernel's OOM
+// kills by container from its OOM watcher; here the cgroup's own count.
+var oomSeries = []series{
+	{name: "container_oom_events_total", help: "Count of out of memory events observed for the container", counter: true,
+		values: func(s *cgroupStats) []sample { return one(float64(s.oomKills)) }},
+}
+
 // processSeries are cadvisor's ProcessMetrics (without the root
 // process's ulimits).
 var processSeries = []series{
@@ -191,7 +221,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, cgroup string, id identity
 	stamped("container_last_seen", "Last time a container was seen by the exporter", prometheus.GaugeValue, nil, sample{v: float64(now.Unix())})
 	// No runtime health checks under CRI: -1, cadvisor's "none defined".
 	stamped("container_health_state", "The result of the container's health check", prometheus.GaugeValue, nil, sample{v: -1})
-	families := [][]series{cpuSeries, memorySeries, processSeries}
+	families := [][]series{cpuSeries, memorySeries, memoryV2Series, processSeries, oomSeries}
 	if cgroup == "/" || id.sandbox {
 		families = append(families, networkSeries)
 	}
