@@ -63,7 +63,11 @@ func readMachine(procDir, rootDir string, now time.Time) (machineInfo, error) {
 		return ""
 	}
 	m.machineID = first(filepath.Join(rootDir, "etc/machine-id"), filepath.Join(rootDir, "var/lib/dbus/machine-id"))
-	m.systemUUID = first(filepath.Join(rootDir, "sys/class/dmi/id/product_uuid"))
+	// cadvisor's order: DMI, the device tree (ppc64), then /etc/machine-id
+	// (meant for s390x, reached on any machine without the others).
+	m.systemUUID = strings.TrimRight(first(filepath.Join(rootDir, "sys/class/dmi/id/product_uuid"),
+		filepath.Join(procDir, "device-tree/system-id"), filepath.Join(procDir, "device-tree/vm,uuid"),
+		filepath.Join(rootDir, "etc/machine-id")), "\x00")
 	m.bootID = first(filepath.Join(procDir, "sys/kernel/random/boot_id"))
 	m.kernel = first(filepath.Join(procDir, "sys/kernel/osrelease"))
 	m.os = osName(filepath.Join(rootDir, "etc/os-release"))
