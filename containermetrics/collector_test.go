@@ -105,8 +105,8 @@ func TestCollectorSeries(t *testing.T) {
 		`container_memory_working_set_bytes{container="",id="/kubepods/besteffort",image="",name="",namespace="",pod=""}`: 2000,
 		`container_memory_working_set_bytes{container="",id="/",image="",name="",namespace="",pod=""}`:                    4000,
 		`container_last_seen{container="",id="/kubepods",image="",name="",namespace="",pod=""}`:                           2000,
-		`machine_cpu_cores{boot_id="",machine_id="mid",system_uuid="mid"}`:                                                   2,
-		`machine_memory_bytes{boot_id="",machine_id="mid",system_uuid="mid"}`:                                                1024000,
+		`machine_cpu_cores{boot_id="",machine_id="mid",system_uuid="mid"}`:                                                2,
+		`machine_memory_bytes{boot_id="",machine_id="mid",system_uuid="mid"}`:                                             1024000,
 	}
 	delete(want, `container_memory_working_set_bytes{container="",id="`+podCg+`",image="",name="",namespace="",pod="web"}`)
 	want[`container_memory_working_set_bytes{container="",id="`+podCg+`",image="",name="",namespace="ns",pod="web"}`] = 1500
