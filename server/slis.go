@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,7 +67,7 @@ func (m *sliMetrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodDelete {
 		m.current.Reset()
 		m.total.Reset()
-		io.WriteString(w, "metrics reset\n")
+		fmt.Fprint(w, "metrics reset\n")
 		return
 	}
 	gathererHandler(m.reg).ServeHTTP(w, r)
