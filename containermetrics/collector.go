@@ -52,7 +52,9 @@ type Config struct {
 	// served, in its docker-normalized form.
 	Images ImageLister
 	// SandboxImage is the image label of pod sandbox (pause) containers:
-	// the runtime's sandbox image (criruntime.Runtime.SandboxImage).
+	// the runtime's sandbox image (criruntime.Runtime.SandboxImage). Empty
+	// (containerd 2 does not report it), the first image Images lists as
+	// pinned is used.
 	SandboxImage string
 	// CgroupRoot is where the cgroup hierarchies are mounted (default
 	// /sys/fs/cgroup); ProcDir is /proc by default; RootDir is the
@@ -216,14 +218,18 @@ func (c *Collector) identities(ctx context.Context) (identities, error) {
 	if err != nil {
 		return ids, fmt.Errorf("containermetrics: list pods: %w", err)
 	}
-	images, err := c.imageNames(ctx)
+	images, pinned, err := c.imageNames(ctx)
 	if err != nil {
 		return ids, err
+	}
+	sandboxImage := c.cfg.SandboxImage
+	if sandboxImage == "" {
+		sandboxImage = pinned
 	}
 	for _, p := range pods {
 		ids.pods[string(p.ID)] = identity{pod: p.Name, namespace: p.Namespace}
 		for _, sb := range p.Sandboxes {
-			ids.containers[sb.ID.ID] = identity{image: c.cfg.SandboxImage, name: sb.ID.ID, namespace: p.Namespace,
+			ids.containers[sb.ID.ID] = identity{image: sandboxImage, name: sb.ID.ID, namespace: p.Namespace,
 				pod: p.Name, created: sb.CreatedAt, sandbox: true}
 		}
 		for _, ct := range p.Containers {
@@ -241,23 +247,31 @@ func (c *Collector) identities(ctx context.Context) (identities, error) {
 	return ids, nil
 }
 
-// imageNames maps image IDs to their first tag (or, untagged, digest).
-func (c *Collector) imageNames(ctx context.Context) (map[string]string, error) {
+// imageNames maps image IDs to their first tag (or, untagged, digest),
+// and names the first pinned image: containerd 2 pins its sandbox image
+// (and does not report it in its status), so that is the sandbox image
+// when Config.SandboxImage is empty.
+func (c *Collector) imageNames(ctx context.Context) (map[string]string, string, error) {
 	out := map[string]string{}
 	if c.cfg.Images == nil {
-		return out, nil
+		return out, "", nil
 	}
 	images, err := c.cfg.Images.ListImages(ctx)
 	if err != nil {
-		return out, fmt.Errorf("containermetrics: list images: %w", err)
+		return out, "", fmt.Errorf("containermetrics: list images: %w", err)
 	}
+	pinned := ""
 	for _, img := range images {
 		names := append(slices.Clone(img.GetRepoTags()), img.GetRepoDigests()...)
-		if len(names) > 0 && img.GetId() != "" {
-			out[img.GetId()] = names[0]
+		if len(names) == 0 || img.GetId() == "" {
+			continue
+		}
+		out[img.GetId()] = names[0]
+		if img.GetPinned() && pinned == "" {
+			pinned = names[0]
 		}
 	}
-	return out, nil
+	return out, pinned, nil
 }
 
 // of names a cgroup: a container cgroup by its last element (the
