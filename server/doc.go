@@ -3,10 +3,12 @@
 // `port-forward` and `get --raw /api/v1/nodes/NAME/proxy/...`, and that
 // monitoring scrapes for metrics and stats. It serves /healthz, /pods,
 // /runningpods/, /containerLogs, /exec, /attach, /portForward, /metrics,
-// /metrics/probes, /metrics/resource, /stats/summary, /configz,
-// /debug/pprof/, /debug/flags/v (Config.SetVerbosity) and (when enabled)
-// /checkpoint, with upstream kubelet's paths, parameters and
-// status codes.
+// /metrics/probes, /metrics/resource, /metrics/cadvisor
+// (Config.ContainerMetrics), /metrics/slis (the /healthz SLIs),
+// /stats/summary, /configz, /statusz and /flagz (Config.Statusz,
+// Config.Flagz), /debug/pprof/, /debug/flags/v (Config.SetVerbosity) and
+// (when enabled) /checkpoint, with upstream kubelet's paths, parameters
+// and status codes.
 //
 // Every request on the secure port is authenticated (x509 client
 // certificates against a CA bundle, bearer tokens through TokenReview;

@@ -36,11 +36,14 @@ var pingCheck = HealthCheck{Name: "ping", Check: func(context.Context) error { r
 // 500.
 type healthzHandler struct {
 	checks []HealthCheck
+	// slis, if set, records the checks of /healthz (not of /healthz/NAME).
+	slis *sliMetrics
 }
 
 func (h healthzHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	checks := h.checks
+	checks, slis := h.checks, h.slis
 	if name := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/healthz"), "/"); name != "" {
+		slis = nil
 		var one []HealthCheck
 		for _, c := range checks {
 			if c.Name == name {
@@ -64,7 +67,9 @@ func (h healthzHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "[+]%s excluded: ok\n", c.Name)
 			continue
 		}
-		if err := c.Check(r.Context()); err != nil {
+		err := c.Check(r.Context())
+		slis.observe(c.Name, err)
+		if err != nil {
 			klog.FromContext(r.Context()).V(2).Info("Health check failed", "check", c.Name, "err", err)
 			fmt.Fprintf(&b, "[-]%s failed: reason withheld\n", c.Name)
 			failed = true

@@ -375,8 +375,8 @@ func pathBucket(path string) string {
 		b += "/" + parts[1]
 	}
 	switch b {
-	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes",
-		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug":
+	case "healthz", "pods", "runningpods", "stats", "metrics", "metrics/resource", "metrics/probes", "metrics/cadvisor",
+		"containerLogs", "exec", "attach", "portForward", "configz", "checkpoint", "debug", "statusz", "flagz", "logs", "run":
 		return b
 	}
 	return "other"

@@ -119,6 +119,9 @@ type Config struct {
 	// /metrics/probes (see RegisterProbeMetrics).
 	Metrics      prometheus.Gatherer
 	ProbeMetrics prometheus.Gatherer
+	// ContainerMetrics serves /metrics/cadvisor (containermetrics.Collector);
+	// nil serves an empty page.
+	ContainerMetrics ContainerMetrics
 	// MetricsRegisterer, if set, receives the server's own request
 	// metrics (kubelet_http_requests_total, ...).
 	MetricsRegisterer prometheus.Registerer
@@ -127,6 +130,12 @@ type Config struct {
 	// Configz is served as JSON on /configz under the key "kubeletconfig",
 	// as upstream (e.g. the KubeletConfiguration in use). Nil serves {}.
 	Configz any
+	// Statusz, when set, serves /statusz with the debugging handlers
+	// (upstream's ComponentStatusz, on by default in v1.37); Flagz, when
+	// set, serves /flagz (ComponentFlagz, likewise): the command-line
+	// flags and their values, secrets redacted by the caller.
+	Statusz *Statusz
+	Flagz   func() map[string]string
 	// Checkpointer enables /checkpoint (forensic container checkpoints);
 	// nil, the default, answers 404. CheckpointDir is where the runtime
 	// writes the archives (required with Checkpointer).
@@ -187,9 +196,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	var err error
 	s := &Server{cfg: cfg, clock: cfg.Clock, logs: cfg.Logs, health: healthzHandler{checks: append([]HealthCheck{pingCheck}, cfg.HealthChecks...)}}
 	if s.logs == nil && cfg.Runtime != nil {
 		s.logs = NewRuntimeLogs(cfg.Runtime)
+	}
+	if s.health.slis, err = newSLIMetrics(); err != nil {
+		return nil, err
 	}
 	if cfg.MetricsRegisterer != nil {
 		m, err := registerHTTPMetrics(cfg.MetricsRegisterer)
@@ -237,6 +250,9 @@ func (s *Server) routes(readOnly bool) http.Handler {
 	mux.Handle("GET /metrics", s.gatherer(s.cfg.Metrics))
 	mux.Handle("GET /metrics/probes", s.gatherer(s.cfg.ProbeMetrics))
 	mux.HandleFunc("GET /metrics/resource", s.resourceMetrics)
+	mux.HandleFunc("GET /metrics/cadvisor", s.containerMetrics)
+	mux.Handle("GET /metrics/slis", s.health.slis)
+	mux.Handle("DELETE /metrics/slis", s.health.slis)
 	if readOnly || s.cfg.DisableDebuggingHandlers {
 		disabled := func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "Debug endpoints are disabled.", http.StatusMethodNotAllowed)
@@ -258,6 +274,12 @@ func (s *Server) routes(readOnly bool) http.Handler {
 		mux.HandleFunc(m+" /portForward/{namespace}/{pod}/{uid}", s.portForward)
 	}
 	mux.HandleFunc("GET /configz", s.configz)
+	if s.cfg.Statusz != nil {
+		mux.HandleFunc("GET /statusz", s.statusz)
+	}
+	if s.cfg.Flagz != nil {
+		mux.HandleFunc("GET /flagz", s.flagz)
+	}
 	s.debugRoutes(mux)
 	if s.cfg.SystemLogDir != "" {
 		mux.Handle("GET /logs/", http.StripPrefix("/logs/", http.FileServer(http.Dir(s.cfg.SystemLogDir))))

@@ -24,6 +24,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 	if err := a.watchCertificate(); err != nil {
 		return nil, nil, nil, err
 	}
+	cm, err := a.containerMetrics(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	configz := cfg.DeepCopy()
 	configz.APIVersion, configz.Kind = "kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"
 	sc := server.Config{
@@ -35,10 +39,11 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 			server.NamedCheck("syncloop", a.loop.Healthy),
 			server.NamedCheck("pleg", a.pleg.Healthy),
 		},
-		Metrics: reg, ProbeMetrics: probeReg, MetricsRegisterer: reg,
+		Metrics: reg, ProbeMetrics: probeReg, MetricsRegisterer: reg, ContainerMetrics: cm,
 		Configz: configz,
 		Stats:   a.stats,
 	}
+	zpages(o, a.gates, &sc)
 	if err := servingConfig(ctx, cfg, &sc); err != nil {
 		return nil, nil, nil, err
 	}

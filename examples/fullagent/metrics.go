@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/component-base/version"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/containermetrics"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/stats"
@@ -62,4 +66,29 @@ func (a *agent) watchCertificate() error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
+}
+
+// containerMetrics builds /metrics/cadvisor: the root cgroup and the
+// kubepods tree, as kubelet hands cadvisor its node-allocatable root
+// (kubeletCgroups and systemCgroups, its other roots, are refused at
+// start), named by the runtime's pods.
+func (a *agent) containerMetrics(ctx context.Context) (*containermetrics.Collector, error) {
+	cfg := a.cfg
+	root := cgroupmgr.ParseCgroupfs(cfg.CgroupRoot)
+	if *cfg.CgroupsPerQOS {
+		root = append(root, "kubepods")
+	}
+	name := root.ToCgroupfs()
+	if cfg.CgroupDriver == cgroupmgr.DriverSystemd {
+		name = root.ToSystemd()
+	}
+	pause, err := a.runtime.SandboxImage(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to read the runtime's sandbox image; /metrics/cadvisor serves sandboxes with image=\"\"")
+	}
+	c, err := containermetrics.New(containermetrics.Config{Roots: []string{name}, Pods: a.runtime, Images: a.runtime, SandboxImage: pause})
+	if err != nil {
+		return nil, fmt.Errorf("/metrics/cadvisor: %w", err)
+	}
+	return c, nil
 }

@@ -1,0 +1,44 @@
+// Package containermetrics serves the series of kubelet's
+// /metrics/cadvisor: container_* for the root cgroup, the kubepods tree
+// (QoS, pod and container cgroups) and any other cgroup roots given, and
+// machine_* and cadvisor_version_info, with kubelet v1.37's label set:
+// id (the cgroup), name (the runtime's container ID), image, pod,
+// namespace and container; a pod cgroup carries pod and namespace only,
+// a pod's sandbox (pause) container carries container="" and the
+// sandbox image, and the QoS and root cgroups the id alone. Network
+// series are served for the root and the sandboxes, whose network
+// namespace the pod's containers share.
+//
+// It reads the cgroup files (v1 or v2) and /proc itself on each scrape;
+// the runtime (a PodLister, criruntime.Runtime) only names the cgroups.
+// It does not link github.com/google/cadvisor/lib, which upstream kubelet
+// does: cadvisor's manager keeps package-level state (its settings are
+// flags on the global flag set, its container handlers register in
+// init()), starts a housekeeping goroutine per cgroup with inotify
+// watches, and names containers by calling containerd's own API (not
+// CRI) on a socket set by a global flag (/run/containerd/containerd.sock:
+// against the private containerd of agenttest its containerd factory
+// fails to register, and containers would lose every label but id).
+// Measured on this machine (2026-12-01, Go 1.26, linux/amd64): a program
+// that starts cadvisor's manager with kubelet's handlers and its
+// Prometheus collector is 21.2 MB against 12.4 MB for the same program
+// with client_golang and klog alone (+8.8 MB; fullagent already links
+// part of it, e.g. gRPC), and holds 21.3 MB RSS and 8 threads after 30 s
+// watching only the root cgroup, against 9.1 MB.
+//
+// Compared with kubelet v1.37.2 on this machine (cgroup v1, containerd
+// 1.6, the same busybox pod on both, 2026-12-01), every family and label
+// set kubelet serves for the root, kubepods, QoS, pod, sandbox and
+// container cgroups is served alike, but these, not served (yet): the
+// root's container_fs_* series (disk I/O and usage by device) and
+// container_ulimits_soft. container_oom_events_total counts the cgroup's
+// own oom_kill (kubelet counts its OOM watcher's events). The pressure
+// (PSI, off by default) and per-CPU series and the topology, NUMA and
+// DIMM machine series are not served either.
+//
+// Usage:
+//
+//	c, err := containermetrics.New(containermetrics.Config{Roots: []string{"/kubepods"},
+//		Pods: criRuntime, SandboxImage: pause})
+//	handler := promhttp.HandlerFor(c.Gatherer(r.Context()), promhttp.HandlerOpts{})
+package containermetrics

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/internal/kubeletconf"
+)
+
+// cadvisorLinkedSocket is where cadvisor's containerd handler, linked
+// into kubelet, looks for containerd (a flag of its own, not kubelet's
+// containerRuntimeEndpoint): without a containerd there, kubelet serves
+// container cgroups with the id label only.
+const cadvisorLinkedSocket = "/run/containerd/containerd.sock"
+
+// TestCadvisorSideBySide runs the same busy pod on kubelet v1.37.2 and on
+// fullagent, each with its own containerd, and compares their
+// /metrics/cadvisor: every family kubelet serves for the root, kubepods,
+// QoS, pod, sandbox and container cgroups is served by fullagent for the
+// same cgroups with the same labels, but for the families known missing
+// (containermetrics' doc), and the container's label values agree. The
+// kubelet's containerd is linked at cadvisor's fixed socket path for the
+// test (refused if something is there already).
+func TestCadvisorSideBySide(t *testing.T) {
+	agenttest.SkipShort(t, "kubelet and fullagent as processes")
+	kubeletBin := findKubelet(t)
+	if _, err := os.Lstat(cadvisorLinkedSocket); err == nil {
+		t.Fatalf("%s exists: another containerd (or this test) owns cadvisor's socket path", cadvisorLinkedSocket)
+	}
+	cp := agenttest.StartControlPlane(t)
+	cp.SeedNamespace(t, "default")
+	agents := []*sbsAgent{{name: "kubelet", node: "sbs-kubelet"}, {name: "fullagent", node: "sbs-fullagent"}}
+	bins := map[string]string{"kubelet": kubeletBin, "fullagent": buildAgent(t)}
+	for _, a := range agents {
+		cri := agenttest.StartContainerd(t)
+		if a.name == "kubelet" {
+			if err := os.MkdirAll(filepath.Dir(cadvisorLinkedSocket), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(cri.Socket, cadvisorLinkedSocket); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.Remove(cadvisorLinkedSocket) })
+		}
+		dir := t.TempDir()
+		agenttest.UnmountBelowOnCleanup(t, dir)
+		root := filepath.Join(dir, "root")
+		gw := cri.Gateway.String()
+		conf := kubeletconf.Common(kubeletconf.Node{
+			PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
+			CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile, HealthzAddress: gw,
+		})
+		if a.name == "kubelet" {
+			conf += kubeletconf.KubeletOnly("")
+		}
+		config := filepath.Join(dir, a.name+".yaml")
+		writeFile(t, config, conf)
+		args := append(kubeletconf.Args(cp.NodeKubeconfig(a.node), config, a.node, gw, root), "-v=2")
+		a.proc = newAgentProcess(t, bins[a.name], filepath.Join(dir, a.name+".log"), args)
+	}
+	for _, a := range agents {
+		a.proc.start()
+	}
+	client := cp.AdminClient()
+	ctx := t.Context()
+	for _, a := range agents {
+		p := simplePod("cm-"+a.name, v1.RestartPolicyAlways, "while true; do :; done")
+		p.Namespace, p.Spec.NodeName = "default", a.node
+		p.Spec.Containers[0].Image = agenttest.BusyboxImage
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 120*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range agents {
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 180*time.Second, true, func(ctx context.Context) (bool, error) {
+			p, err := client.CoreV1().Pods("default").Get(ctx, "cm-"+a.name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == v1.PodRunning, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", a.name, err)
+		}
+	}
+	// kubelet's cadvisor finds new cgroups on its housekeeping (up to 15s).
+	var kinds [2]map[string]map[string]bool
+	var app [2]string
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		for i, a := range agents {
+			b, err := client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", a.node, "proxy", "metrics", "cadvisor").DoRaw(ctx)
+			if err != nil {
+				return false, nil
+			}
+			kinds[i], app[i] = cadvisorKinds(string(b), "cm-"+a.name)
+		}
+		return app[0] != "" && len(kinds[0]["container_cpu_usage_seconds_total"]) == 6, nil
+	})
+	if err != nil {
+		t.Fatalf("kubelet's /metrics/cadvisor never showed the pod's six cgroup kinds: %v", kinds[0]["container_cpu_usage_seconds_total"])
+	}
+	known := func(fam string) bool {
+		return strings.HasPrefix(fam, "container_fs_") || fam == "container_ulimits_soft"
+	}
+	for fam, k := range kinds[0] {
+		if got := kinds[1][fam]; !known(fam) && !maps.Equal(got, k) {
+			t.Errorf("%s: kubelet serves it for %v, fullagent for %v", fam, slices.Sorted(maps.Keys(k)), slices.Sorted(maps.Keys(got)))
+		}
+	}
+	for fam := range kinds[1] {
+		if _, ok := kinds[0][fam]; !ok {
+			t.Errorf("%s: served by fullagent, not by kubelet", fam)
+		}
+	}
+	if app[0] != app[1] {
+		t.Errorf("the container's labels (but id, name, pod): kubelet %s, fullagent %s", app[0], app[1])
+	}
+}
+
+// cadvisorKinds reads a /metrics/cadvisor page: for each family, the kinds
+// of cgroup it is served for ("root", "kubepods", "qos", "pod", "sandbox",
+// "container", with any extra label names), and the labels but id, name
+// and pod of pod's container's container_cpu_usage_seconds_total.
+func cadvisorKinds(page, pod string) (map[string]map[string]bool, string) {
+	out := map[string]map[string]bool{}
+	var app string
+	label := regexp.MustCompile(`(\w+)="([^"]*)"`)
+	qos := regexp.MustCompile(`/kubepods/(besteffort|burstable)$`)
+	for _, line := range strings.Split(page, "\n") {
+		fam, rest, ok := strings.Cut(line, "{")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		labels := map[string]string{}
+		var extra, kept []string
+		for _, m := range label.FindAllStringSubmatch(rest[:strings.LastIndexByte(rest, '}')], -1) {
+			labels[m[1]] = m[2]
+			switch m[1] {
+			case "id", "name", "image", "pod", "namespace", "container":
+			default:
+				extra = append(extra, m[1])
+			}
+			if m[1] != "id" && m[1] != "name" && m[1] != "pod" {
+				kept = append(kept, m[0])
+			}
+		}
+		id, ok := labels["id"]
+		kind := "machine"
+		switch {
+		case !ok:
+		case id == "/":
+			kind = "root"
+		case strings.HasSuffix(id, "/kubepods"):
+			kind = "kubepods"
+		case qos.MatchString(id):
+			kind = "qos"
+		case strings.HasPrefix(path.Base(id), "pod"):
+			kind = "pod"
+		case strings.HasPrefix(labels["image"], "registry.k8s.io/pause"):
+			kind = "sandbox"
+		case labels["container"] != "":
+			kind = "container"
+		default:
+			kind = "other " + id
+		}
+		if len(extra) > 0 {
+			kind += "(" + strings.Join(extra, ",") + ")"
+		}
+		if out[fam] == nil {
+			out[fam] = map[string]bool{}
+		}
+		out[fam][kind] = true
+		if fam == "container_cpu_usage_seconds_total" && labels["pod"] == pod && labels["container"] != "" {
+			app = strings.Join(kept, ",")
+		}
+	}
+	return out, app
+}
