@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/localcp"
@@ -77,13 +78,14 @@ func StartRegistry(t testing.TB, opts ...RegistryOption) *Registry {
 			t.Errorf("agenttest: stop registry: %v", err)
 		}
 	})
-	start := time.Now()
+	clk := clock.RealClock{}
+	start := clk.Now()
 	for _, it := range images {
 		if err := r.Push(ctx, it.Path, it.Tags...); err != nil {
 			t.Fatalf("agenttest: registry: %v", err)
 		}
 	}
-	t.Logf("agenttest: registry %s holds %d local images (pushed in %v)", r.Host, len(images), time.Since(start).Round(time.Millisecond))
+	t.Logf("agenttest: registry %s holds %d local images (pushed in %v)", r.Host, len(images), clk.Since(start).Round(time.Millisecond))
 	return &Registry{Host: r.Host, CAFile: r.CAFile, LogFile: r.LogFile, t: t, r: r, images: images}
 }
 
