@@ -23,7 +23,7 @@ func (r *Registry) do(req *http.Request) (*http.Response, error) {
 
 // blobExists says whether repo already has digest.
 func (r *Registry) blobExists(ctx context.Context, repo, digest string) (bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodHead, r.URL+"/v2/"+repo+"/blobs/"+digest, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, r.pushURL+"/v2/"+repo+"/blobs/"+digest, nil)
 	if err != nil {
 		return false, err
 	}
@@ -48,7 +48,11 @@ func (r *Registry) putBlob(ctx context.Context, repo, digest string, size int64,
 	if err != nil {
 		return fmt.Errorf("upload location %q: %w", loc, err)
 	}
-	u = (&url.URL{Scheme: "https", Host: r.Host}).ResolveReference(u)
+	base, err := url.Parse(r.pushURL)
+	if err != nil {
+		return err
+	}
+	u = base.ResolveReference(u)
 	qs := u.Query()
 	qs.Set("digest", digest)
 	u.RawQuery = qs.Encode()
@@ -83,7 +87,7 @@ func (r *Registry) mountBlob(ctx context.Context, repo, from, digest string) err
 // startUpload POSTs to repo's uploads; it returns the upload's Location,
 // or "" when the registry answered 201 (a mount done).
 func (r *Registry) startUpload(ctx context.Context, repo string, q url.Values) (string, error) {
-	u := r.URL + "/v2/" + repo + "/blobs/uploads/"
+	u := r.pushURL + "/v2/" + repo + "/blobs/uploads/"
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
@@ -110,7 +114,7 @@ func (r *Registry) startUpload(ctx context.Context, repo string, q url.Values) (
 }
 
 func (r *Registry) putManifest(ctx context.Context, repo, tag, mediaType string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.URL+"/v2/"+repo+"/manifests/"+tag, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.pushURL+"/v2/"+repo+"/manifests/"+tag, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

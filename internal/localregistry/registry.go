@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +51,11 @@ type Config struct {
 	Users map[string]string
 	// Clock dates the certificates; nil means the real clock.
 	Clock clock.PassiveClock
+	// PullDelay, when set, holds every manifest request of a puller
+	// (not Push's) for this long, through a proxy in front of the
+	// registry, and MaxConcurrentPulls reports the most that were held
+	// at once: how a test sees pull concurrency.
+	PullDelay time.Duration
 }
 
 // Registry is a running distribution registry of this package's own.
@@ -64,6 +70,8 @@ type Registry struct {
 	pushCreds *credentials // nil without Users
 	client    *http.Client
 	proc      *process
+	pushURL   string      // the registry itself: URL, or behind the proxy
+	proxy     *delayProxy // nil without PullDelay
 }
 
 type credentials struct{ user, password string }
@@ -125,7 +133,11 @@ func Start(ctx context.Context, cfg Config) (*Registry, error) {
 			return nil, fmt.Errorf("start registry: %w", err)
 		}
 		if lastErr = r.run(ctx, bin, port); lastErr == nil {
-			klog.FromContext(ctx).V(1).Info("Registry is ready", "url", r.URL, "auth", r.pushCreds != nil, "pid", r.proc.pid())
+			if lastErr = r.startProxy(ctx, cfg.PullDelay); lastErr != nil {
+				_ = r.Stop(context.WithoutCancel(ctx))
+				break
+			}
+			klog.FromContext(ctx).V(1).Info("Registry is ready", "url", r.URL, "auth", r.pushCreds != nil, "pid", r.proc.pid(), "pullDelay", cfg.PullDelay)
 			return r, nil
 		}
 		if ctx.Err() != nil {
@@ -192,6 +204,7 @@ func (r *Registry) configFile() string { return filepath.Join(r.Dir, "config.yml
 func (r *Registry) run(ctx context.Context, bin string, port int) error {
 	r.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	r.URL = "https://" + r.Host
+	r.pushURL = r.URL
 	p, err := startProcess(bin, r.configFile(), r.LogFile, r.Host)
 	if err != nil {
 		return err
@@ -245,11 +258,43 @@ func (r *Registry) ping(ctx context.Context) error {
 	return nil
 }
 
+// startProxy puts the delay proxy in front when delay is set: Host and
+// URL become the proxy's, Push keeps going to the registry itself.
+func (r *Registry) startProxy(ctx context.Context, delay time.Duration) error {
+	if delay <= 0 {
+		return nil
+	}
+	backend, err := url.Parse(r.URL)
+	if err != nil {
+		return err
+	}
+	p, host, err := startDelayProxy(ctx, delay, backend, r.client.Transport, filepath.Join(r.Dir, "pki", "tls.crt"), filepath.Join(r.Dir, "pki", "tls.key"))
+	if err != nil {
+		return err
+	}
+	r.proxy, r.Host, r.URL = p, host, "https://"+host
+	return nil
+}
+
+// MaxConcurrentPulls is the most manifest requests Config.PullDelay held
+// at once so far (0 without PullDelay).
+func (r *Registry) MaxConcurrentPulls() int {
+	if r.proxy == nil {
+		return 0
+	}
+	return r.proxy.maxInFlight()
+}
+
 // Stop ends the registry (SIGTERM, then SIGKILL) and waits for it. It is
 // idempotent; the storage under Dir is left for the caller to remove.
 func (r *Registry) Stop(ctx context.Context) error {
 	if r == nil || r.proc == nil {
 		return nil
+	}
+	if r.proxy != nil {
+		if err := r.proxy.stop(ctx); err != nil {
+			return fmt.Errorf("stop registry proxy: %w", err)
+		}
 	}
 	if err := r.proc.stop(ctx); err != nil {
 		return fmt.Errorf("stop registry: %w", err)

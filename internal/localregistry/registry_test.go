@@ -175,3 +175,45 @@ func tail(s string) string {
 	}
 	return "\n" + strings.Join(lines, "\n")
 }
+
+// TestRegistryPullDelay: with PullDelay, manifest requests are held and
+// the most held at once is counted; Push is not held.
+func TestRegistryPullDelay(t *testing.T) {
+	itest.Short(t, "local registry")
+	if _, err := localregistry.FindBinary(""); err != nil {
+		itest.Require(t, "local registry", err)
+	}
+	ctx := t.Context()
+	reg, err := localregistry.Start(ctx, localregistry.Config{Dir: t.TempDir(), PullDelay: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Stop(context.WithoutCancel(ctx)) }()
+	img := busyboxTar(t)
+	if err := reg.Push(ctx, img.Path, "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"); err != nil {
+		t.Fatal(err)
+	}
+	if n := reg.MaxConcurrentPulls(); n != 0 {
+		t.Fatalf("after Push: %d held, want 0 (Push bypasses the delay)", n)
+	}
+	g := newGetter(t, reg)
+	done := make(chan int, 3)
+	start := time.Now()
+	for range 3 {
+		go func() {
+			resp, _ := g.get("/v2/e2e-test-images/busybox/manifests/1.37.0-2", "", "")
+			done <- resp.StatusCode
+		}()
+	}
+	for range 3 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("GET through the proxy: %d", code)
+		}
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Errorf("three held GETs took %v, want at least the delay", took)
+	}
+	if n := reg.MaxConcurrentPulls(); n != 3 {
+		t.Errorf("MaxConcurrentPulls = %d, want 3 (three GETs at once)", n)
+	}
+}
