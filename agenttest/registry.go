@@ -40,6 +40,17 @@ func WithRegistryUsers(users map[string]string) RegistryOption {
 	return func(c *localregistry.Config) { c.Users = users }
 }
 
+// WithRegistryPullDelay holds every manifest request of a puller for d,
+// so that pulls overlap long enough for MaxConcurrentPulls to see how many
+// ran at once (serializeImagePulls, maxParallelImagePulls).
+func WithRegistryPullDelay(d time.Duration) RegistryOption {
+	return func(c *localregistry.Config) { c.PullDelay = d }
+}
+
+// MaxConcurrentPulls is the most pulls the registry served at once so far;
+// 0 without WithRegistryPullDelay.
+func (r *Registry) MaxConcurrentPulls() int { return r.r.MaxConcurrentPulls() }
+
 // StartRegistry starts a registry for t and pushes the local test images
 // to it under every tag they have; t.Cleanup stops it. Without the
 // registry binary (`make tools` builds it) the test is skipped (or fails,

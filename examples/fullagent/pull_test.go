@@ -236,3 +236,46 @@ func (c criImageClient) id(t *testing.T, ref string) string {
 	}
 	return st.GetImage().GetId()
 }
+
+// TestImagePullsParallel starts pods whose images all must be pulled at
+// once and counts, at the registry, how many pulls ran together: one with
+// serializeImagePulls (the default), maxParallelImagePulls with it off.
+func TestImagePullsParallel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config string
+		want   int
+	}{
+		{name: "serialized", config: "", want: 1},
+		{name: "two in parallel", config: "serializeImagePulls: false\nmaxParallelImagePulls: 2\n", want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := agenttest.StartRegistry(t, agenttest.WithRegistryPullDelay(time.Second))
+			e := startEnv(t, envOption{config: tc.config, cri: []agenttest.ContainerdOption{agenttest.WithRegistryMirror(reg)}})
+			// Images the registry has, each pulled by its own pod: pause
+			// is imported for sandboxes but Always pulls it again.
+			var pods []*v1.Pod
+			for i, image := range []string{agenttest.BusyboxImage, agenttest.NonRootImage, "registry.k8s.io/pause:3.10.2", agenttest.AgnhostImage} {
+				if reg.ImageID(image) == "" {
+					continue
+				}
+				p := simplePod("pull-"+strconv.Itoa(i), v1.RestartPolicyAlways, "sleep 3600")
+				p.Spec.Containers[0].Image = image
+				p.Spec.Containers[0].ImagePullPolicy = v1.PullAlways
+				pods = append(pods, p)
+			}
+			if len(pods) < 3 {
+				t.Fatalf("the registry holds %d of the images, want at least 3", len(pods))
+			}
+			for _, p := range pods {
+				e.createPod(t, p)
+			}
+			for _, p := range pods {
+				e.waitPod(t, p.Name, 2*time.Minute, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+			}
+			if got := reg.MaxConcurrentPulls(); got != tc.want {
+				t.Errorf("%d pods: at most %d pulls at once at the registry, want %d", len(pods), got, tc.want)
+			}
+		})
+	}
+}
