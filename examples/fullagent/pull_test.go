@@ -279,3 +279,36 @@ func TestImagePullsParallel(t *testing.T) {
 		})
 	}
 }
+
+// TestImagePullsQPS: with registryPullQPS 1 and registryBurst 1, of
+// pulls asked for within a second all but the first fail with upstream's "pull
+// QPS exceeded" and succeeds after its back-off.
+func TestImagePullsQPS(t *testing.T) {
+	reg := agenttest.StartRegistry(t)
+	e := startEnv(t, envOption{config: "registryPullQPS: 1\nregistryBurst: 1\n", cri: []agenttest.ContainerdOption{agenttest.WithRegistryMirror(reg)}})
+	var pods []*v1.Pod
+	for i, image := range []string{agenttest.BusyboxImage, agenttest.NonRootImage, "registry.k8s.io/pause:3.10.2"} {
+		p := simplePod("qps-"+strconv.Itoa(i), v1.RestartPolicyAlways, "sleep 3600")
+		p.Spec.Containers[0].Image = image
+		p.Spec.Containers[0].ImagePullPolicy = v1.PullAlways
+		pods = append(pods, p)
+		e.createPod(t, p)
+	}
+	throttled := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, p := range pods {
+			if msg := e.eventMessage(t, p.Name, "Failed"); strings.HasSuffix(msg, ": pull QPS exceeded") {
+				throttled = p.Name
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal("no pull failed with pull QPS exceeded")
+	}
+	for _, p := range pods {
+		e.waitPod(t, p.Name, 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	}
+	e.waitEvent(t, throttled, "Pulled", "Successfully pulled image")
+}
