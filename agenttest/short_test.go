@@ -14,7 +14,7 @@ const shortChildEnv = "NODEKIT_SHORT_CHILD"
 
 // TestShortStartsNothing runs this package's test binary again as
 // `make test-unit` does (-short, $NODEKIT_REQUIRE_INTEGRATION empty) and
-// checks that StartContainerd, StartControlPlane and CgroupRoot skip
+// checks that StartContainerd, StartControlPlane, StartRegistry and CgroupRoot skip
 // there without starting a process, even as root.
 func TestShortStartsNothing(t *testing.T) {
 	agenttest.SkipShort(t, "a second test process")
@@ -25,7 +25,7 @@ func TestShortStartsNothing(t *testing.T) {
 		t.Fatalf("short child: %v\n%s", err, out)
 	}
 	for _, want := range []string{"--- SKIP: TestShortChild/containerd", "--- SKIP: TestShortChild/controlplane",
-		"--- SKIP: TestShortChild/cgroups", "--- PASS: TestShortChild", "starts no process"} {
+		"--- SKIP: TestShortChild/cgroups", "--- SKIP: TestShortChild/registry", "--- PASS: TestShortChild", "starts no process"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("short child output lacks %q:\n%s", want, out)
 		}
@@ -41,6 +41,7 @@ func TestShortChild(t *testing.T) {
 	t.Run("containerd", func(t *testing.T) { agenttest.StartContainerd(t) })
 	t.Run("controlplane", func(t *testing.T) { agenttest.StartControlPlane(t) })
 	t.Run("cgroups", func(t *testing.T) { agenttest.CgroupRoot(t) })
+	t.Run("registry", func(t *testing.T) { agenttest.StartRegistry(t) })
 	if kids := children(t); len(kids) != 0 {
 		t.Errorf("under -short the starters left child processes %v", kids)
 	}

@@ -178,7 +178,10 @@ func credentialsFor(image string, secrets []v1.Secret) []*runtimeapi.AuthConfig 
 					user, pass, _ = strings.Cut(string(dec), ":")
 				}
 			}
-			out = append(out, &runtimeapi.AuthConfig{Username: user, Password: pass, ServerAddress: key})
+			// No ServerAddress, as upstream's keyring leaves it: the
+			// runtime would then keep the credentials from every host
+			// but that one, a registry mirror included.
+			out = append(out, &runtimeapi.AuthConfig{Username: user, Password: pass})
 		}
 	}
 	return out

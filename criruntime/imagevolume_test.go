@@ -241,7 +241,7 @@ func TestImageVolumePullSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	is.AssertImagePulledWithAuth(t, &runtimeapi.ImageSpec{Image: "reg.example/tools:1", UserSpecifiedImage: "reg.example/tools:1"},
-		&runtimeapi.AuthConfig{Username: "u", Password: "p", ServerAddress: "reg.example"}, "volume image not pulled with the pod's secret")
+		&runtimeapi.AuthConfig{Username: "u", Password: "p"}, "volume image not pulled with the pod's secret")
 }
 
 // volumeCounts records ImageVolumeMetrics over Metrics that discards the rest.

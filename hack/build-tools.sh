@@ -9,10 +9,13 @@
 #                                    conformance harness and the benchmark)
 #   hack/build-tools.sh NAME...      just those binaries, e.g. `kubelet`, or
 #                                    `containerd2` (containerd 2, its shim
-#                                    and runc: hack/build-containerd2.sh)
+#                                    and runc: hack/build-containerd2.sh) or
+#                                    `registry` (the distribution registry:
+#                                    hack/build-registry.sh)
 #
 # With no argument or "conformance" it also builds containerd2 into
-# _output/bin/containerd2, for the test pass on containerd 2.
+# _output/bin/containerd2, for the test pass on containerd 2, and the
+# registry into _output/bin/registry, for the tests that pull images.
 #
 # Built binaries are also kept in a machine-wide cache ($NODEKIT_CACHE,
 # default /var/cache/nodekit) so a fresh clone on the same machine does not
@@ -68,20 +71,24 @@ pkg_of() { # name -> "package cgo [test]"
 defaults=(kube-apiserver agnhost kubelet)
 names=()
 containerd2=
+registry=
 if [ $# -eq 0 ]; then
   names=("${defaults[@]}")
   containerd2=1
+  registry=1
 fi
 for arg in "$@"; do
   case $arg in
   conformance)
     names+=("${defaults[@]}" kube-controller-manager kube-scheduler ginkgo e2e.test)
     containerd2=1
+    registry=1
     ;;
   containerd2) containerd2=1 ;;
+  registry) registry=1 ;;
   *)
     if ! pkg_of "$arg" >/dev/null; then
-      echo "build-tools: unknown binary $arg (known: ${defaults[*]} kube-controller-manager kube-scheduler ginkgo e2e.test, or conformance)" >&2
+      echo "build-tools: unknown binary $arg (known: ${defaults[*]} kube-controller-manager kube-scheduler ginkgo e2e.test containerd2 registry, or conformance)" >&2
       exit 2
     fi
     names+=("$arg")
@@ -94,4 +101,7 @@ for name in "${names[@]}"; do
 done
 if [ -n "$containerd2" ]; then
   bash hack/build-containerd2.sh
+fi
+if [ -n "$registry" ]; then
+  bash hack/build-registry.sh
 fi

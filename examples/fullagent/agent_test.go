@@ -49,6 +49,8 @@ type envOption struct {
 	// containerd pins the runtime (agenttest.ContainerdVersion16 or 2);
 	// "" is $NODEKIT_CONTAINERD's choice.
 	containerd string
+	// cri are more options for the test's containerd (registry mirrors).
+	cri []agenttest.ContainerdOption
 }
 
 func startEnv(t *testing.T, opts ...envOption) *env {
@@ -59,6 +61,7 @@ func startEnv(t *testing.T, opts ...envOption) *env {
 		if o.containerd != "" {
 			criOpts = append(criOpts, agenttest.WithContainerdVersion(o.containerd))
 		}
+		criOpts = append(criOpts, o.cri...)
 	}
 	cri := agenttest.StartContainerd(t, criOpts...)
 	client := cp.AdminClient()

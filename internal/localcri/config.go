@@ -38,6 +38,12 @@ type Config struct {
 	// BinDir/containerd2, on the PATH of that containerd process only).
 	// "" means $NODEKIT_CONTAINERD, or else Containerd16.
 	Version string
+	// Mirrors, when not empty, point registry names at local registries
+	// (see Mirror), and Start then imports only the pause image: the
+	// others are Containerd.Built, for the caller to push to the mirror,
+	// and pods pull them for real. Registry names no mirror lists still
+	// resolve to a closed loopback port. Off by default.
+	Mirrors []Mirror
 }
 
 // layout is every path of one instance.

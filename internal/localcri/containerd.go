@@ -37,6 +37,10 @@ type Containerd struct {
 	// Images are the images imported at start (agnhost is missing when its
 	// binary was not found).
 	Images []ImageTar
+	// Built are all the images built for the instance: Images, and with
+	// Config.Mirrors also those left for pods to pull (push them to the
+	// mirror).
+	Built []ImageTar
 
 	// Version is the containerd this instance runs (Containerd16 or
 	// Containerd2), and RuntimeVersion what its CRI Version call reports
@@ -99,6 +103,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
+	if err := validateMirrors(cfg.Mirrors); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
 	binDir := resolveBinDir(cfg.BinDir)
 	bins, err := lookupBinaries(version, binDir)
 	if err != nil {
@@ -155,6 +162,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeRegistryConfig(l); err != nil {
 		return fail(fmt.Errorf("registry config: %w", err))
 	}
+	if err := writeMirrorConfig(l, cfg.Mirrors); err != nil {
+		return fail(fmt.Errorf("registry mirrors: %w", err))
+	}
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
@@ -186,11 +196,12 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 		"binary", bins.containerd, "pid", pid, "socket", l.socket, "duration", time.Since(t0))
 
 	t0 = time.Now()
-	if err := importImages(ctx, bins, l, c, images); err != nil {
+	imported := imagesToImport(images, cfg.Mirrors)
+	if err := importImages(ctx, bins, l, c, imported); err != nil {
 		return fail(fmt.Errorf("%w (containerd log: %s)", err, logTail(l.logFile)))
 	}
-	c.Images = images
-	logger.V(1).Info("Images imported", "count", len(images), "duration", time.Since(t0))
+	c.Images, c.Built = imported, images
+	logger.V(1).Info("Images imported", "count", len(imported), "built", len(images), "duration", time.Since(t0))
 	return c, nil
 }
 
