@@ -1,0 +1,124 @@
+package allocation
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podConditions are a pod's resize conditions, nil when absent.
+type podConditions struct {
+	pending, inProgress *v1.PodCondition
+}
+
+// resizeCondition returns the condition of type t with reason and message,
+// keeping old's times when nothing changed, as upstream keeps the
+// transition time while the reason stays.
+func (m *Manager) resizeCondition(t v1.PodConditionType, old *v1.PodCondition, reason, message string, gen int64) *v1.PodCondition {
+	if old != nil && old.Reason == reason && old.Message == message && old.ObservedGeneration == gen {
+		return old
+	}
+	now := metav1.NewTime(m.cfg.Clock.Now())
+	c := &v1.PodCondition{
+		Type: t, Status: v1.ConditionTrue, ObservedGeneration: gen,
+		LastProbeTime: now, LastTransitionTime: now, Reason: reason, Message: message,
+	}
+	if old != nil && old.Reason == reason {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}
+
+func (m *Manager) condsLocked(uid types.UID) *podConditions {
+	c := m.conds[uid]
+	if c == nil {
+		c = &podConditions{}
+		m.conds[uid] = c
+	}
+	return c
+}
+
+// setPending sets PodResizePending from p, or clears it when p is nil.
+func (m *Manager) setPending(pod *v1.Pod, p *Pending) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.condsLocked(pod.UID)
+	if p == nil {
+		c.pending = nil
+		return
+	}
+	c.pending = m.resizeCondition(v1.PodResizePending, c.pending, p.Reason, p.Message, pod.Generation)
+}
+
+// setInProgress sets PodResizeInProgress; reason Error with the failure
+// as message, or "" while the resize is being applied.
+func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.condsLocked(pod.UID)
+	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, c.inProgress, reason, message, pod.Generation)
+}
+
+func (m *Manager) clearInProgress(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.conds[uid]; c != nil {
+		c.inProgress = nil
+	}
+}
+
+// Pending returns the pod's PodResizePending condition, nil when none.
+func (m *Manager) Pending(uid types.UID) *v1.PodCondition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.conds[uid]; c != nil && c.pending != nil {
+		return c.pending.DeepCopy()
+	}
+	return nil
+}
+
+// SetStatus writes the resize part of st, the status computed for pod:
+// the PodResizePending and PodResizeInProgress conditions (replacing any
+// st holds), and per container (init and regular) allocatedResources (the
+// allocated requests) and resources (what was applied to a running
+// container, the allocation otherwise), as upstream reports them.
+func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
+	m.mu.Lock()
+	var conds []v1.PodCondition
+	if c := m.conds[pod.UID]; c != nil {
+		for _, x := range []*v1.PodCondition{c.pending, c.inProgress} {
+			if x != nil {
+				conds = append(conds, *x.DeepCopy())
+			}
+		}
+	}
+	m.mu.Unlock()
+	kept := st.Conditions[:0:0]
+	for _, c := range st.Conditions {
+		if c.Type != v1.PodResizePending && c.Type != v1.PodResizeInProgress {
+			kept = append(kept, c)
+		}
+	}
+	st.Conditions = append(kept, conds...)
+
+	alloc, ok := m.allocated.Get(pod.UID)
+	if !ok {
+		alloc = ForPod(pod)
+	}
+	actuated, _ := m.actuated.Get(pod.UID)
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range list {
+			cs := &list[i]
+			a, ok := alloc.ContainerResources[cs.Name]
+			if !ok {
+				continue // an ephemeral container, or one the spec lacks
+			}
+			cs.AllocatedResources = a.Requests.DeepCopy()
+			r := a
+			if cur, ok := actuated.ContainerResources[cs.Name]; ok && cs.State.Running != nil {
+				r = cur
+			}
+			cs.Resources = r.DeepCopy()
+		}
+	}
+}
