@@ -212,4 +212,3 @@ func notRunning(pod *v1.Pod, names []string) []ContainerChange {
 	}
 	return out
 }
-

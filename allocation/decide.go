@@ -14,9 +14,9 @@ import (
 // Messages of the infeasible resizes nodekit refuses (the CPU and memory
 // manager ones are upstream's).
 const (
-	msgStaticCPU      = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
-	msgStaticMemory   = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "static"`
-	msgPodLevel       = "In-place resize of pod-level resources (spec.resources) is not supported by this node"
+	msgStaticCPU    = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+	msgStaticMemory = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "static"`
+	msgPodLevel     = "In-place resize of pod-level resources (spec.resources) is not supported by this node"
 )
 
 // NodeConfig is what the resize decision needs to know of the node's
