@@ -15,7 +15,7 @@ import (
 // manager ones are upstream's).
 const (
 	msgStaticCPU    = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
-	msgStaticMemory = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "static"`
+	msgStaticMemory = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`
 	msgPodLevel     = "In-place resize of pod-level resources (spec.resources) is not supported by this node"
 )
 
