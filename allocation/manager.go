@@ -135,24 +135,25 @@ func (m *Manager) others(uid types.UID) []*v1.Pod {
 // to the allocation and returns the containers to restart for it (their
 // resizePolicy says RestartContainer); the caller stops and starts them.
 // rs nil means no container runs (a new sandbox is coming): everything
-// starts at the allocation. A failure sets PodResizeInProgress with
-// reason Error and the failure as its message; the next call retries.
-func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) ([]string, error) {
+// starts at the allocation. changed reports whether anything was
+// applied (the pod's status changes). A failure sets PodResizeInProgress
+// with reason Error and the failure as its message; the next call
+// retries.
+func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) (restart []string, changed bool, err error) {
 	actuated, _ := m.actuated.Get(pod.UID)
 	plan := PlanResize(pod, actuated, rs)
 	if plan.Empty() {
-		m.clearInProgress(pod.UID)
-		return nil, nil
+		return nil, m.clearInProgress(pod.UID), nil
 	}
-	restart, err := m.act.Run(ctx, pod, plan)
+	restart, err = m.act.Run(ctx, pod, plan)
 	if err != nil {
 		m.setInProgress(pod, v1.PodReasonError, err.Error())
-		return nil, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return nil, true, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if len(restart) == 0 {
 		m.clearInProgress(pod.UID)
 	}
-	return restart, nil
+	return restart, true, nil
 }
 
 // Forget drops everything kept for the pod (it has left the node).

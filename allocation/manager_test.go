@@ -130,7 +130,7 @@ func TestManagerResizeFlow(t *testing.T) {
 	if q := got.Spec.Containers[0].Resources.Limits.Cpu(); q.MilliValue() != 1500 {
 		t.Fatalf("after the hog left and a restart, cpu limit %v, want 1500m", q)
 	}
-	restart, err := m.Actuate(ctx, got, running(got, "c"))
+	restart, _, err := m.Actuate(ctx, got, running(got, "c"))
 	if err != nil || len(restart) != 0 {
 		t.Fatalf("Actuate = %v, %v", restart, err)
 	}
@@ -165,7 +165,7 @@ func TestManagerActuationErrorIsInProgressError(t *testing.T) {
 	resized := pod.DeepCopy()
 	resized.Spec.Containers[0].Resources = reqs("cpu=200m", "")
 	got, _ := m.Allocate(ctx, resized)
-	if _, err := m.Actuate(ctx, got, running(got, "c")); err == nil {
+	if _, _, err := m.Actuate(ctx, got, running(got, "c")); err == nil {
 		t.Fatal("Actuate succeeded with a refusing runtime")
 	}
 	st := &v1.PodStatus{}

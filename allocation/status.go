@@ -59,12 +59,16 @@ func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) {
 	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, c.inProgress, reason, message, pod.Generation)
 }
 
-func (m *Manager) clearInProgress(uid types.UID) {
+// clearInProgress drops PodResizeInProgress and reports whether there was
+// one.
+func (m *Manager) clearInProgress(uid types.UID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if c := m.conds[uid]; c != nil {
+	if c := m.conds[uid]; c != nil && c.inProgress != nil {
 		c.inProgress = nil
+		return true
 	}
+	return false
 }
 
 // Pending returns the pod's PodResizePending condition, nil when none.

@@ -75,6 +75,9 @@ type Config struct {
 	// Metrics receives pod worker durations and pod start times
 	// (server.AgentMetrics satisfies it). Nil discards them.
 	Metrics Metrics
+	// Resizer carries out in-place resizes (package allocation). Nil: not
+	// acted on.
+	Resizer Resizer
 }
 
 // Loop is the main loop of a node agent.
@@ -142,7 +145,7 @@ func New(cfg Config) (*Loop, error) {
 	s := &syncer{
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
-		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics,
+		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},
