@@ -248,6 +248,10 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if a.client != nil {
 		secrets = a.objects()
 	}
+	resizer, err := a.newResizer(o.rootDir, h.node)
+	if err != nil {
+		return h, err
+	}
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
@@ -273,6 +277,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		NodeIPs:       h.nodeIPs,
 		SyncPeriod:    a.cfg.SyncFrequency.Duration,
 		Metrics:       a.metrics,
+		Resizer:       resizer,
 	})
 	return h, err
 }

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/agenttest"
+)
+
+// cgroupFile reads file of the controller's cgroup (cgroup v1) that a
+// container runs in: the path from the container's /proc/self/cgroup,
+// the file from the host.
+func cgroupFile(t *testing.T, e *env, p *v1.Pod, container, controller, file string) string {
+	t.Helper()
+	for _, line := range strings.Split(e.exec(t, p, container, "cat", "/proc/self/cgroup"), "\n") {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == controller {
+				b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, parts[2], file))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return strings.TrimSpace(string(b))
+			}
+		}
+	}
+	t.Fatalf("no %s cgroup for container %s", controller, container)
+	return ""
+}
+
+func resizeResources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
+	q := resource.MustParse
+	return v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: q(cpuReq), v1.ResourceMemory: q(memReq)},
+		Limits:   v1.ResourceList{v1.ResourceCPU: q(cpuLim), v1.ResourceMemory: q(memLim)},
+	}
+}
+
+func hasResizeCondition(p *v1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
+			return true
+		}
+	}
+	return false
+}
+
+// TestInPlaceResize: a running pod is resized through its resize
+// subresource. Container app (no resizePolicy: NotRequired) gets its new
+// CPU quota and memory limit in its cgroup without a restart; container
+// side, whose memory policy is RestartContainer, restarts once. The pod
+// cgroup follows, and the status reports allocatedResources and
+// resources with no resize condition left.
+func TestInPlaceResize(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+		agenttest.RequireIntegration(t, "the cgroup v1 memory hierarchy", err)
+	}
+	e := startEnv(t)
+	pod := simplePod("resize", v1.RestartPolicyAlways, "sleep 3600")
+	pod.Spec.Containers[0].Resources = resizeResources("100m", "200m", "32Mi", "64Mi")
+	pod.Spec.Containers = append(pod.Spec.Containers, v1.Container{
+		Name: "side", Command: []string{"sh", "-c", "sleep 3600"},
+		Resources:    resizeResources("100m", "200m", "32Mi", "64Mi"),
+		ResizePolicy: []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}},
+	})
+	e.createPod(t, pod)
+	p := e.waitPod(t, "resize", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	if got := cgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us"); got != "20000" {
+		t.Fatalf("app's cpu.cfs_quota_us before the resize = %s, want 20000", got)
+	}
+	appID := containerStatus(p, "app").ContainerID
+
+	patch := `{"spec":{"containers":[` +
+		`{"name":"app","resources":{"requests":{"cpu":"200m","memory":"48Mi"},"limits":{"cpu":"400m","memory":"128Mi"}}},` +
+		`{"name":"side","resources":{"requests":{"cpu":"100m","memory":"48Mi"},"limits":{"cpu":"200m","memory":"128Mi"}}}]}}`
+	start := time.Now()
+	if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "resize", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	p = e.waitPod(t, "resize", 90*time.Second, "resized", func(p *v1.Pod) bool {
+		app, side := containerStatus(p, "app"), containerStatus(p, "side")
+		return app != nil && side != nil && app.Resources != nil && app.Resources.Limits.Memory().Value() == 128<<20 &&
+			side.RestartCount == 1 && side.State.Running != nil && !hasResizeCondition(p)
+	})
+	t.Logf("resize applied and reported in %v", time.Since(start).Round(time.Millisecond))
+	app := containerStatus(p, "app")
+	if app.RestartCount != 0 || app.ContainerID != appID {
+		t.Fatalf("app restarted: restartCount %d, id %s (was %s)", app.RestartCount, app.ContainerID, appID)
+	}
+	if a := app.AllocatedResources; a.Cpu().MilliValue() != 200 || a.Memory().Value() != 48<<20 {
+		t.Fatalf("app allocatedResources = %v, want cpu 200m memory 48Mi", a)
+	}
+	if got := cgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us"); got != "40000" {
+		t.Errorf("app's cpu.cfs_quota_us = %s, want 40000 (400m)", got)
+	}
+	if got := cgroupFile(t, e, p, "app", "cpu", "cpu.shares"); got != "204" {
+		t.Errorf("app's cpu.shares = %s, want 204 (200m)", got)
+	}
+	if got := cgroupFile(t, e, p, "app", "memory", "memory.limit_in_bytes"); got != "134217728" {
+		t.Errorf("app's memory.limit_in_bytes = %s, want 134217728 (128Mi)", got)
+	}
+	if got := cgroupFile(t, e, p, "side", "memory", "memory.limit_in_bytes"); got != "134217728" {
+		t.Errorf("side's memory.limit_in_bytes after its restart = %s, want 134217728", got)
+	}
+	// The pod cgroup: the parent of app's memory cgroup.
+	cg := memoryCgroupOf(t, e, p)
+	podDir := "/kubepods/burstable/pod" + string(p.UID) + "/"
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", cg[:strings.Index(cg, podDir)+len(podDir)], "memory.limit_in_bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "268435456" {
+		t.Errorf("pod cgroup memory limit = %s, want 268435456 (2 x 128Mi)", got)
+	}
+}
