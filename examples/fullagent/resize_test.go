@@ -129,3 +129,48 @@ func TestInPlaceResize(t *testing.T) {
 		t.Errorf("pod cgroup memory limit = %s, want 268435456 (2 x 128Mi)", got)
 	}
 }
+
+// TestResizeAcrossAgentKill: the agent is killed with SIGKILL, a running
+// pod is resized while no agent runs, and the agent started again on the
+// same root dir applies the resize in place. Its allocation checkpoint
+// says the container still has the old resources; without it the new
+// agent would take the resized spec as what the container already has.
+func TestResizeAcrossAgentKill(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+		agenttest.RequireIntegration(t, "the cgroup v1 memory hierarchy", err)
+	}
+	e := startProcEnv(t)
+	pod := simplePod("resize", v1.RestartPolicyAlways, "sleep 3600")
+	pod.Spec.Containers[0].Resources = resizeResources("100m", "200m", "32Mi", "64Mi")
+	e.createPod(t, pod)
+	p := e.waitPod(t, "resize", 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	appID := containerStatus(p, "app").ContainerID
+	if got := cgroupFile(t, e.env, p, "app", "memory", "memory.limit_in_bytes"); got != "67108864" {
+		t.Fatalf("memory.limit_in_bytes before the resize = %s, want 67108864", got)
+	}
+	if _, err := os.Stat(filepath.Join(e.root, "allocated_pods_state")); err != nil {
+		t.Fatalf("no allocation checkpoint in the root dir: %v", err)
+	}
+
+	e.agent.kill()
+	patch := `{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"200m","memory":"48Mi"},"limits":{"cpu":"400m","memory":"128Mi"}}}]}}`
+	if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "resize", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	restartAt := time.Now()
+	e.agent.start()
+	p = e.waitPod(t, "resize", 90*time.Second, "resized", func(p *v1.Pod) bool {
+		app := containerStatus(p, "app")
+		return app != nil && app.Resources != nil && app.Resources.Limits.Memory().Value() == 128<<20 && !hasResizeCondition(p)
+	})
+	t.Logf("resize applied and reported %v after the restart", time.Since(restartAt).Round(time.Millisecond))
+	if app := containerStatus(p, "app"); app.RestartCount != 0 || app.ContainerID != appID {
+		t.Fatalf("app restarted: restartCount %d, id %s (was %s)", app.RestartCount, app.ContainerID, appID)
+	}
+	if got := cgroupFile(t, e.env, p, "app", "memory", "memory.limit_in_bytes"); got != "134217728" {
+		t.Errorf("memory.limit_in_bytes after the restart = %s, want 134217728 (128Mi)", got)
+	}
+	if got := cgroupFile(t, e.env, p, "app", "cpu", "cpu.cfs_quota_us"); got != "40000" {
+		t.Errorf("cpu.cfs_quota_us after the restart = %s, want 40000 (400m)", got)
+	}
+}
