@@ -175,3 +175,41 @@ func TestManagerActuationErrorIsInProgressError(t *testing.T) {
 		t.Fatalf("PodResizeInProgress = %+v, want reason Error with a message", c)
 	}
 }
+
+func TestSetStatusPlacesConditionsAsUpstream(t *testing.T) {
+	ctx := context.Background()
+	m, err := allocation.New(allocation.Config{Containers: &recorder{}, Fit: fitOn("cpu=1,memory=1Gi"), Clock: clocktesting.NewFakePassiveClock(time.Unix(1, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := podOf("p", ctr("c", reqs("cpu=100m", "")))
+	if _, err := m.Allocate(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	resized := pod.DeepCopy()
+	resized.Spec.Containers[0].Resources = reqs("cpu=2", "")
+	if _, err := m.Allocate(ctx, resized); err != nil {
+		t.Fatal(err)
+	}
+	st := &v1.PodStatus{Conditions: []v1.PodCondition{
+		{Type: "example.com/gate"}, {Type: v1.PodResizePending, Reason: "stale"},
+		{Type: v1.PodReadyToStartContainers}, {Type: v1.PodReady},
+	}}
+	m.SetStatus(resized, st)
+	var got []v1.PodConditionType
+	for _, c := range st.Conditions {
+		got = append(got, c.Type)
+	}
+	want := []v1.PodConditionType{"example.com/gate", v1.PodResizePending, v1.PodReadyToStartContainers, v1.PodReady}
+	if len(got) != len(want) {
+		t.Fatalf("conditions %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("conditions %v, want %v", got, want)
+		}
+	}
+	if c := findCond(st, v1.PodResizePending); c.Reason != v1.PodReasonInfeasible {
+		t.Fatalf("PodResizePending reason %q, want Infeasible (2 cpu on a 1-cpu node)", c.Reason)
+	}
+}

@@ -81,9 +81,33 @@ func (m *Manager) Pending(uid types.UID) *v1.PodCondition {
 	return nil
 }
 
+// placeConditions replaces the resize conditions of list by conds, where
+// upstream puts them: after the conditions others own, before the ones
+// the agent generates (PodReadyToStartContainers, Initialized, Ready,
+// ContainersReady, PodScheduled).
+func placeConditions(list, conds []v1.PodCondition) []v1.PodCondition {
+	out := make([]v1.PodCondition, 0, len(list)+len(conds))
+	placed := false
+	for _, c := range list {
+		switch c.Type {
+		case v1.PodResizePending, v1.PodResizeInProgress:
+			continue
+		case v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled:
+			if !placed {
+				out, placed = append(out, conds...), true
+			}
+		}
+		out = append(out, c)
+	}
+	if !placed {
+		out = append(out, conds...)
+	}
+	return out
+}
+
 // SetStatus writes the resize part of st, the status computed for pod:
 // the PodResizePending and PodResizeInProgress conditions (replacing any
-// st holds), and per container (init and regular) allocatedResources (the
+// st holds, placed as upstream orders them), and per container (init and regular) allocatedResources (the
 // allocated requests) and resources (what was applied to a running
 // container, the allocation otherwise), as upstream reports them.
 func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
@@ -97,13 +121,7 @@ func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
 		}
 	}
 	m.mu.Unlock()
-	kept := st.Conditions[:0:0]
-	for _, c := range st.Conditions {
-		if c.Type != v1.PodResizePending && c.Type != v1.PodResizeInProgress {
-			kept = append(kept, c)
-		}
-	}
-	st.Conditions = append(kept, conds...)
+	st.Conditions = placeConditions(st.Conditions, conds)
 
 	alloc, ok := m.allocated.Get(pod.UID)
 	if !ok {
