@@ -41,8 +41,10 @@ type Manager struct {
 	actuated  *Store
 	act       *Actuator
 
-	mu    sync.Mutex
-	conds map[types.UID]*podConditions
+	mu       sync.Mutex
+	conds    map[types.UID]*podConditions
+	deferred map[types.UID]bool
+	retries  chan types.UID
 }
 
 // New opens (or creates) the checkpoints under cfg.RootDir.
@@ -67,8 +69,37 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, allocated: alloc, actuated: act,
 		act:   &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Usage: cfg.Usage, Actuated: act},
-		conds: map[types.UID]*podConditions{},
+		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{},
+		retries: make(chan types.UID, retryBuffer),
 	}, nil
+}
+
+// retryBuffer bounds the retries waiting to be read; more are dropped
+// (the loop's periodic sync decides those pods again).
+const retryBuffer = 64
+
+// Retries sends the UID of each pod whose resize is Deferred when room may
+// have been made for it: another pod left, or another resize was
+// allocated (it may have shrunk). The caller syncs that pod again (the
+// sync loop's ProbeUpdates takes such UIDs), which decides the resize
+// again, as upstream retries deferred resizes on those triggers. Sends
+// never block: when the reader lags, retries are dropped and the
+// periodic sync catches up.
+func (m *Manager) Retries() <-chan types.UID { return m.retries }
+
+// retryDeferred queues a retry of every deferred resize but skip's.
+func (m *Manager) retryDeferred(skip types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.deferred {
+		if uid == skip {
+			continue
+		}
+		select {
+		case m.retries <- uid:
+		default:
+		}
+	}
 }
 
 // Allocated returns the pod's allocation.
@@ -113,6 +144,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	klog.FromContext(ctx).V(2).Info("Pod resize allocated", "pod", klog.KObj(pod), "generation", pod.Generation)
 	m.setPending(pod, nil)
 	m.setInProgress(pod, "", "")
+	m.retryDeferred(pod.UID)
 	return pod, nil
 }
 
@@ -160,7 +192,9 @@ func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatu
 func (m *Manager) Forget(uid types.UID) error {
 	m.mu.Lock()
 	delete(m.conds, uid)
+	delete(m.deferred, uid)
 	m.mu.Unlock()
+	m.retryDeferred(uid)
 	err1 := m.allocated.Remove(uid)
 	err2 := m.actuated.Remove(uid)
 	if err1 != nil {

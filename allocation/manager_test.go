@@ -119,6 +119,14 @@ func TestManagerResizeFlow(t *testing.T) {
 	if err := m.Forget(hog.UID); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case uid := <-m.Retries():
+		if uid != resized.UID {
+			t.Fatalf("retry of %s, want the deferred pod %s", uid, resized.UID)
+		}
+	default:
+		t.Fatal("the hog left and no retry of the deferred resize was queued")
+	}
 	if _, err := m.Allocate(ctx, resized); err != nil {
 		t.Fatal(err)
 	}

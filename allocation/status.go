@@ -43,6 +43,10 @@ func (m *Manager) setPending(pod *v1.Pod, p *Pending) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.condsLocked(pod.UID)
+	m.deferred[pod.UID] = p != nil && p.Reason == v1.PodReasonDeferred
+	if !m.deferred[pod.UID] {
+		delete(m.deferred, pod.UID)
+	}
 	if p == nil {
 		c.pending = nil
 		return

@@ -252,6 +252,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if err != nil {
 		return h, err
 	}
+	a.probeRelay.resizes = resizer.Retries() // deferred resizes wake their pod's worker
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),

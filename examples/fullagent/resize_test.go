@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodekit/nodekit/agenttest"
 )
@@ -172,5 +175,74 @@ func TestResizeAcrossAgentKill(t *testing.T) {
 	}
 	if got := cgroupFile(t, e.env, p, "app", "cpu", "cpu.cfs_quota_us"); got != "40000" {
 		t.Errorf("cpu.cfs_quota_us after the restart = %s, want 40000 (400m)", got)
+	}
+}
+
+// TestResizeDeferredUntilPodLeaves: a resize that does not fit beside
+// another pod's CPU request is PodResizePending Deferred with the
+// resource fit's message, the container keeps its resources, and once
+// the other pod is gone the resize is applied in place.
+func TestResizeDeferredUntilPodLeaves(t *testing.T) {
+	e := startEnv(t)
+	var alloc int64
+	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		node, err := e.client.CoreV1().Nodes().Get(ctx, testNode, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		alloc = node.Status.Allocatable.Cpu().MilliValue()
+		return alloc > 0, nil
+	})
+	if err != nil {
+		t.Fatal("the node was not registered with allocatable CPU")
+	}
+	// hog leaves 300m: grow's 100m fits, 800m does not.
+	hogCPU := alloc - 300
+	hog := simplePod("hog", v1.RestartPolicyAlways, "sleep 3600")
+	hog.Spec.TerminationGracePeriodSeconds = ptrTo(int64(1))
+	hog.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(hogCPU, resource.DecimalSI)}
+	grow := simplePod("grow", v1.RestartPolicyAlways, "sleep 3600")
+	grow.Spec.Containers[0].Resources = resizeResources("100m", "100m", "32Mi", "32Mi")
+	e.createPod(t, hog)
+	e.createPod(t, grow)
+	isRunning := func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }
+	e.waitPod(t, "hog", 60*time.Second, "Running", isRunning)
+	g := e.waitPod(t, "grow", 60*time.Second, "Running", isRunning)
+
+	patch := `{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}`
+	if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "grow", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	g = e.waitPod(t, "grow", 60*time.Second, "PodResizePending", func(p *v1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodResizePending {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range g.Status.Conditions {
+		if c.Type == v1.PodResizePending && (c.Reason != v1.PodReasonDeferred || !strings.HasPrefix(c.Message, fmt.Sprintf("Node didn't have enough resource: cpu, requested: 800, used: %d,", hogCPU))) {
+			t.Fatalf("PodResizePending %s %q, want Deferred with the cpu fit's message", c.Reason, c.Message)
+		}
+	}
+	if got := cgroupFile(t, e, g, "app", "cpu", "cpu.cfs_quota_us"); got != "10000" {
+		t.Fatalf("cpu.cfs_quota_us while deferred = %s, want 10000 (100m)", got)
+	}
+
+	deleted := time.Now()
+	if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "hog", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g = e.waitPod(t, "grow", 60*time.Second, "resized after hog left", func(p *v1.Pod) bool {
+		app := containerStatus(p, "app")
+		return app != nil && app.Resources != nil && app.Resources.Limits.Cpu().MilliValue() == 800 && !hasResizeCondition(p)
+	})
+	t.Logf("deferred resize applied %v after the other pod's deletion", time.Since(deleted).Round(time.Millisecond))
+	if got := cgroupFile(t, e, g, "app", "cpu", "cpu.cfs_quota_us"); got != "80000" {
+		t.Errorf("cpu.cfs_quota_us after the resize = %s, want 80000 (800m)", got)
+	}
+	if app := containerStatus(g, "app"); app.RestartCount != 0 {
+		t.Errorf("app restarted %d times, want 0", app.RestartCount)
 	}
 }
