@@ -221,3 +221,33 @@ func TestSetStatusPlacesConditionsAsUpstream(t *testing.T) {
 		t.Fatalf("PodResizePending reason %q, want Infeasible (2 cpu on a 1-cpu node)", c.Reason)
 	}
 }
+
+func TestRemoveOrphansSurvivesReopen(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := allocation.Config{RootDir: dir, Containers: &recorder{}}
+	m, err := allocation.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []string{"stays", "gone"} {
+		if _, err := m.Allocate(ctx, podOf(uid, ctr("c", reqs("cpu=100m", "")))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.RemoveOrphans(map[types.UID]bool{"stays": true}); err != nil {
+		t.Fatal(err)
+	}
+	m, err = allocation.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Allocated("stays"); !ok {
+		t.Error("the kept pod's allocation is gone")
+	}
+	for _, get := range []func(types.UID) (allocation.PodResources, bool){m.Allocated, m.Actuated} {
+		if _, ok := get("gone"); ok {
+			t.Error("an orphan's record survived RemoveOrphans and a reopen")
+		}
+	}
+}
