@@ -207,13 +207,13 @@ func TestResizeDeferredUntilPodLeaves(t *testing.T) {
 	e.createPod(t, grow)
 	isRunning := func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning }
 	e.waitPod(t, "hog", 60*time.Second, "Running", isRunning)
-	g := e.waitPod(t, "grow", 60*time.Second, "Running", isRunning)
+	e.waitPod(t, "grow", 60*time.Second, "Running", isRunning)
 
 	patch := `{"spec":{"containers":[{"name":"app","resources":{"requests":{"cpu":"800m"},"limits":{"cpu":"800m"}}}]}}`
 	if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "grow", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
 		t.Fatalf("resize: %v", err)
 	}
-	g = e.waitPod(t, "grow", 60*time.Second, "PodResizePending", func(p *v1.Pod) bool {
+	g := e.waitPod(t, "grow", 60*time.Second, "PodResizePending", func(p *v1.Pod) bool {
 		for _, c := range p.Status.Conditions {
 			if c.Type == v1.PodResizePending {
 				return true
