@@ -77,7 +77,7 @@ var containerFields = map[string]string{
 	"EnvFrom":                  actedOn + "podopts",
 	"Env":                      actedOn + "podopts",
 	"Resources":                actedOn + "criruntime, cgroupmgr, admission; resources.claims: refused (admission.PodFeatures)",
-	"ResizePolicy":             gap + "containers get their resources at creation; an in-place resize is not applied and no PodResizePending is reported",
+	"ResizePolicy":             actedOn + "allocation (in-place resize: NotRequired updates through criruntime, RestartContainer restarts), syncloop (Config.Resizer)",
 	"RestartPolicy":            actedOn + "syncloop (sidecars), statusmgr, probes (internal/restartrules)",
 	"RestartPolicyRules":       actedOn + "internal/restartrules (action Restart); RestartAllContainers refused (admission.PodFeatures)",
 	"VolumeMounts":             actedOn + "volumemgr, podopts",

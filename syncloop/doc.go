@@ -8,6 +8,11 @@
 // runtime's view: container statuses, IPs and start time here, phase and
 // conditions by internal/podstatus, the generator the status manager uses
 // too.
+// With a Resizer (package allocation), a worker syncs each pod at its
+// allocated resources, applies an allocated resize to the running
+// containers before starting any, and restarts the containers whose
+// resizePolicy asks for it; the resize conditions and container
+// resources come from the Resizer.
 //
 // It does not talk to a container runtime protocol or to the API server
 // directly: those come in through nodekit.Runtime and the StatusManager

@@ -87,6 +87,10 @@ type Config struct {
 	// relisted at a later time. Tests drive such a
 	// loop step by step with Drain, with no goroutines and no sleeps.
 	InlineWorkers bool
+
+	// Resizer carries out in-place resizes (package allocation). Nil: not
+	// acted on.
+	Resizer Resizer
 }
 
 // Loop is the main loop of a node agent.
@@ -157,7 +161,7 @@ func New(cfg Config) (*Loop, error) {
 	s := &syncer{
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
-		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics,
+		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},

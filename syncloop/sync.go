@@ -45,6 +45,7 @@ type syncer struct {
 	rootDir  string
 	nodeIPs  []string
 	metrics  Metrics
+	resize   Resizer
 	crash    *backoff
 	pull     *backoff
 	reasonMu sync.Mutex
@@ -89,10 +90,12 @@ func (s *syncer) oldStatus(pod *v1.Pod) v1.PodStatus {
 }
 
 func (s *syncer) computeStatus(pod *v1.Pod, rs *nodekit.PodStatus, terminal bool) v1.PodStatus {
-	return apiStatus(statusInput{
+	st := apiStatus(statusInput{
 		pod: pod, runtime: rs, old: s.oldStatus(pod), terminal: terminal,
 		reasons: s.reasonsOf(pod.UID), probes: s.probes, nodeIPs: s.nodeIPs, now: s.clock.Now(),
 	})
+	s.resizeStatus(pod, &st)
+	return st
 }
 
 // setStatus hands a status to the status manager; a refusal is logged, not
@@ -110,6 +113,7 @@ func PodDir(root string, uid types.UID) string { return filepath.Join(root, "pod
 // SyncPod brings a running pod toward its spec.
 func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod, rs *nodekit.PodStatus) (bool, error) {
 	logger := klog.FromContext(ctx)
+	pod = s.allocated(ctx, pod)
 	old := s.oldStatus(pod)
 	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
 		return true, nil
@@ -151,6 +155,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 
 	actions := computeActions(pod, rs, s.probes, s.hash)
 	retry := s.applyBackoff(pod, rs, &actions)
+	s.resizeActions(ctx, pod, rs, &actions)
 	if left, ok := deadlineLeft(pod, st, s.clock.Now()); ok && (retry == 0 || left < retry) {
 		retry = left // come back when the active deadline passes
 	}
@@ -422,6 +427,7 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit
 		return fmt.Errorf("report resources of %s/%s reclaimed: %w", pod.Namespace, pod.Name, err)
 	}
 	s.forget(pod.UID)
+	s.forgetResize(ctx, pod.UID)
 	s.metrics.ForgetPod(pod.UID)
 	return nil
 }

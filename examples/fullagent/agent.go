@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/allocation"
 	"github.com/nodekit/nodekit/bootstrap"
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
@@ -76,6 +77,7 @@ type agent struct {
 	resources   *resources             // CPU, memory and topology managers (resources.go)
 	logRotation *logs.Manager          // containerLogMaxSize/MaxFiles
 	cgroups     *podCgroups            // kubepods, pod cgroups, OOM scores (cgroups.go)
+	resizer     *allocation.Manager    // in-place resize (resize.go)
 	classes     *runtimeClasses        // runtimeClassName -> handler (runtimeclass.go)
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)

@@ -132,6 +132,11 @@ func (pc *podCgroups) step(ctx context.Context, pods cgroupPods) {
 	if f, ok := pods.(interface{ forgetClasses(map[types.UID]bool) }); ok {
 		f.forgetClasses(keep)
 	}
+	if f, ok := pods.(interface {
+		forgetResizes(context.Context, map[types.UID]bool)
+	}); ok {
+		f.forgetResizes(ctx, keep)
+	}
 	if pc.m == nil {
 		return
 	}

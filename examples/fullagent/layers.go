@@ -250,6 +250,10 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if a.client != nil {
 		secrets = a.objects()
 	}
+	if a.resizer, err = a.newResizer(o.rootDir, h.node); err != nil {
+		return h, err
+	}
+	a.probeRelay.resizes = a.resizer.Retries() // deferred resizes wake their pod's worker
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
@@ -275,6 +279,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		NodeIPs:       h.nodeIPs,
 		SyncPeriod:    a.cfg.SyncFrequency.Duration,
 		Metrics:       a.metrics,
+		Resizer:       a.resizer,
 	})
 	return h, err
 }

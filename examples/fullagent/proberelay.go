@@ -22,6 +22,9 @@ type probeRelay struct {
 	status *statusmgr.Manager
 	pods   func(types.UID) (*v1.Pod, bool)
 	out    chan types.UID
+	// resizes are pods whose deferred resize may fit now
+	// (allocation.Manager.Retries); relayed as they are. Nil: none.
+	resizes <-chan types.UID
 }
 
 func newProbeRelay(p *probes.Manager, st *statusmgr.Manager, pods func(types.UID) (*v1.Pod, bool)) *probeRelay {
@@ -39,6 +42,12 @@ func (r *probeRelay) Run(ctx context.Context) error {
 			return ctx.Err()
 		case uid := <-r.probes.Updates():
 			r.apply(uid)
+			select {
+			case r.out <- uid:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		case uid := <-r.resizes:
 			select {
 			case r.out <- uid:
 			case <-ctx.Done():

@@ -1,0 +1,138 @@
+package allocation
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/qos"
+)
+
+// Messages of the infeasible resizes nodekit refuses (the CPU and memory
+// manager ones are upstream's).
+const (
+	msgStaticCPU    = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+	msgStaticMemory = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`
+	msgPodLevel     = "In-place resize of pod-level resources (spec.resources) is not supported by this node"
+)
+
+// NodeConfig is what the resize decision needs to know of the node's
+// resource managers.
+type NodeConfig struct {
+	// CPUManagerStatic: the CPU manager's policy is static, so a
+	// Guaranteed pod's CPU cannot be resized (upstream, with
+	// InPlacePodVerticalScalingExclusiveCPUs off as in v1.37).
+	CPUManagerStatic bool
+	// MemoryManagerStatic: likewise for the memory manager's Static policy.
+	MemoryManagerStatic bool
+}
+
+// Pending is a resize the node does not allocate now: Reason is
+// v1.PodReasonInfeasible (it never will as asked) or v1.PodReasonDeferred
+// (not now; retried).
+type Pending struct {
+	Reason  string
+	Message string
+}
+
+// ForPod returns what pod's spec asks for: every init and regular
+// container's resources (all are resizable in v1.37) and the pod-level
+// resources.
+func ForPod(pod *v1.Pod) PodResources {
+	p := PodResources{ContainerResources: map[string]v1.ResourceRequirements{}}
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			p.ContainerResources[list[i].Name] = *list[i].Resources.DeepCopy()
+		}
+	}
+	if pod.Spec.Resources != nil {
+		p.PodLevelResources = pod.Spec.Resources.DeepCopy()
+	}
+	return p
+}
+
+// WithResources returns pod with its containers' resources (and the
+// pod-level ones) replaced by p's, and whether anything differed. pod is
+// not modified; it is copied only when something differs. Containers p
+// does not name keep their spec.
+func WithResources(pod *v1.Pod, p PodResources) (*v1.Pod, bool) {
+	var out *v1.Pod
+	copyOnce := func() {
+		if out == nil {
+			out = pod.DeepCopy()
+		}
+	}
+	lists := func(q *v1.Pod) [][]v1.Container { return [][]v1.Container{q.Spec.InitContainers, q.Spec.Containers} }
+	for li, list := range lists(pod) {
+		for i := range list {
+			r, ok := p.ContainerResources[list[i].Name]
+			if !ok || apiequality.Semantic.DeepEqual(r, list[i].Resources) {
+				continue
+			}
+			copyOnce()
+			lists(out)[li][i].Resources = *r.DeepCopy()
+		}
+	}
+	if !apiequality.Semantic.DeepEqual(p.PodLevelResources, pod.Spec.Resources) {
+		copyOnce()
+		out.Spec.Resources = p.PodLevelResources.DeepCopy()
+	}
+	if out == nil {
+		return pod, false
+	}
+	return out, true
+}
+
+// Decide says whether desired (the pod as its spec now asks) may be
+// allocated, given allocated (what the node holds for it now) and the
+// other pods as allocated. fit is the node's resource fit (package
+// admission's ResourceFit): asked with the other pods it decides whether
+// the resize fits now; asked alone, whether it could ever fit. It returns
+// nil when the resize may be allocated.
+func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node NodeConfig, fit nodekit.Admitter, others []*v1.Pod) *Pending {
+	if !apiequality.Semantic.DeepEqual(desired.Spec.Resources, allocated.PodLevelResources) {
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevel}
+	}
+	if qos.Class(desired) == v1.PodQOSGuaranteed {
+		if node.CPUManagerStatic && requestChanged(desired, allocated, v1.ResourceCPU) {
+			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticCPU}
+		}
+		if node.MemoryManagerStatic && requestChanged(desired, allocated, v1.ResourceMemory) {
+			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticMemory}
+		}
+	}
+	if fit == nil {
+		return nil
+	}
+	d := fit.Admit(ctx, nodekit.AdmitRequest{Pod: desired, Pods: others})
+	if d.Admit {
+		return nil
+	}
+	// A resize that would not fit on an empty node never will.
+	if alone := fit.Admit(ctx, nodekit.AdmitRequest{Pod: desired}); !alone.Admit {
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: alone.Message}
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = fmt.Sprintf("Pod admission denied: %s", d.Reason)
+	}
+	return &Pending{Reason: v1.PodReasonDeferred, Message: msg}
+}
+
+// requestChanged reports whether any container's request of name differs
+// between desired and allocated (for Guaranteed pods requests equal
+// limits, so requests suffice, as upstream).
+func requestChanged(desired *v1.Pod, allocated PodResources, name v1.ResourceName) bool {
+	for _, list := range [][]v1.Container{desired.Spec.InitContainers, desired.Spec.Containers} {
+		for i := range list {
+			a := allocated.ContainerResources[list[i].Name]
+			if !list[i].Resources.Requests[name].Equal(a.Requests[name]) {
+				return true
+			}
+		}
+	}
+	return false
+}

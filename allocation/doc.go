@@ -1,0 +1,28 @@
+// Package allocation owns in-place pod resize on the node: the resources
+// allocated to each pod and container (what the node has agreed to give,
+// checkpointed under the root dir), the resources actuated (what was last
+// applied to the running containers, checkpointed too), the decision
+// whether a resize asked for in the pod's spec may be allocated
+// (PodResizePending with reason Infeasible or Deferred, as upstream), the
+// plan that brings running containers from actuated to allocated (update
+// in place or restart, per each container's resizePolicy), its execution
+// through small interfaces (a container updater, the pod cgroup) and the
+// resize part of the pod status (PodResizePending, PodResizeInProgress,
+// containerStatuses[].allocatedResources and .resources).
+//
+// Both checkpoints use upstream kubelet's files and format
+// (ROOT/allocated_pods_state and ROOT/actuated_pods_state: a JSON object
+// with the entries serialised in "data" and upstream's checksum of it), so
+// an agent taking over from kubelet keeps its allocations.
+//
+// It does not own admission of new pods (package admission), the pod
+// cgroup's layout (cgroupmgr) or the container runtime (criruntime): a
+// caller hands in an Admitter that decides whether the resized pod fits
+// among the others, and the Manager's actuation calls the interfaces
+// ContainerUpdater, PodCgroup and MemoryUsage declared here.
+//
+// Not acted on, and refused as Infeasible rather than accepted: resizes of
+// pod-level resources (spec.resources), of Guaranteed pods' CPU under the
+// static CPU manager and memory under the static memory manager (as
+// upstream with its alpha gates off).
+package allocation

@@ -1,0 +1,213 @@
+package allocation
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit"
+)
+
+// Config is what a Manager needs.
+type Config struct {
+	// RootDir holds the checkpoints (allocated_pods_state,
+	// actuated_pods_state); "" keeps them in memory.
+	RootDir string
+	// Fit decides whether a resized pod fits among the others (package
+	// admission's ResourceFit). Nil: every resize fits.
+	Fit nodekit.Admitter
+	// Pods returns the pods admitted on the node (the sync loop's active
+	// pods); the others' allocations are what a resize must fit beside.
+	Pods func() []*v1.Pod
+	Node NodeConfig
+	// Containers applies a resize to a running container. Required.
+	Containers ContainerUpdater
+	// PodCgroup and Usage are optional (see their types).
+	PodCgroup PodCgroup
+	Usage     MemoryUsage
+	Clock     clock.PassiveClock
+}
+
+// Manager keeps allocations and actuations and the resize conditions of
+// each pod. It is safe for concurrent use by the loop's pod workers.
+type Manager struct {
+	cfg       Config
+	allocated *Store
+	actuated  *Store
+	act       *Actuator
+
+	mu       sync.Mutex
+	conds    map[types.UID]*podConditions
+	deferred map[types.UID]bool
+	retries  chan types.UID
+}
+
+// New opens (or creates) the checkpoints under cfg.RootDir.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Containers == nil {
+		return nil, fmt.Errorf("allocation: Config.Containers is required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Pods == nil {
+		cfg.Pods = func() []*v1.Pod { return nil }
+	}
+	alloc, err := OpenStore(cfg.RootDir, AllocatedFile)
+	if err != nil {
+		return nil, err
+	}
+	act, err := OpenStore(cfg.RootDir, ActuatedFile)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{
+		cfg: cfg, allocated: alloc, actuated: act,
+		act:   &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Usage: cfg.Usage, Actuated: act},
+		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{},
+		retries: make(chan types.UID, retryBuffer),
+	}, nil
+}
+
+// retryBuffer bounds the retries waiting to be read; more are dropped
+// (the loop's periodic sync decides those pods again).
+const retryBuffer = 64
+
+// Retries sends the UID of each pod whose resize is Deferred when room may
+// have been made for it: another pod left, or another resize was
+// allocated (it may have shrunk). The caller syncs that pod again (the
+// sync loop's ProbeUpdates takes such UIDs), which decides the resize
+// again, as upstream retries deferred resizes on those triggers. Sends
+// never block: when the reader lags, retries are dropped and the
+// periodic sync catches up.
+func (m *Manager) Retries() <-chan types.UID { return m.retries }
+
+// retryDeferred queues a retry of every deferred resize but skip's.
+func (m *Manager) retryDeferred(skip types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for uid := range m.deferred {
+		if uid == skip {
+			continue
+		}
+		select {
+		case m.retries <- uid:
+		default:
+		}
+	}
+}
+
+// Allocated returns the pod's allocation.
+func (m *Manager) Allocated(uid types.UID) (PodResources, bool) { return m.allocated.Get(uid) }
+
+// Actuated returns what was last applied to the pod's containers.
+func (m *Manager) Actuated(uid types.UID) (PodResources, bool) { return m.actuated.Get(uid) }
+
+// Allocate returns pod as the node runs it: with the allocated resources
+// in place of the spec's. A pod seen for the first time (it was just
+// admitted) is allocated, and actuated, at its spec. When the spec asks
+// for other resources than allocated, the resize is decided: allocated
+// (PodResizeInProgress), or left pending (PodResizePending Infeasible or
+// Deferred, decided again on the next call). pod is not modified.
+func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
+	alloc, ok := m.allocated.Get(pod.UID)
+	if !ok {
+		p := ForPod(pod)
+		if err := m.allocated.Set(pod.UID, p); err != nil {
+			return pod, err
+		}
+		if _, had := m.actuated.Get(pod.UID); !had {
+			if err := m.actuated.Set(pod.UID, p); err != nil {
+				return pod, err
+			}
+		}
+		return pod, nil
+	}
+	allocatedPod, differs := WithResources(pod, alloc)
+	if !differs {
+		m.setPending(pod, nil)
+		return pod, nil
+	}
+	pending := Decide(ctx, pod, alloc, m.cfg.Node, m.cfg.Fit, m.others(pod.UID))
+	if pending != nil {
+		m.setPending(pod, pending)
+		return allocatedPod, nil
+	}
+	if err := m.allocated.Set(pod.UID, ForPod(pod)); err != nil {
+		return allocatedPod, err
+	}
+	klog.FromContext(ctx).V(2).Info("Pod resize allocated", "pod", klog.KObj(pod), "generation", pod.Generation)
+	m.setPending(pod, nil)
+	m.setInProgress(pod, "", "")
+	m.retryDeferred(pod.UID)
+	return pod, nil
+}
+
+// others are the node's other pods at their allocation.
+func (m *Manager) others(uid types.UID) []*v1.Pod {
+	var out []*v1.Pod
+	for _, p := range m.cfg.Pods() {
+		if p.UID == uid {
+			continue
+		}
+		if a, ok := m.allocated.Get(p.UID); ok {
+			p, _ = WithResources(p, a)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// Actuate brings the running containers of pod (as Allocate returned it)
+// to the allocation and returns the containers to restart for it (their
+// resizePolicy says RestartContainer); the caller stops and starts them.
+// rs nil means no container runs (a new sandbox is coming): everything
+// starts at the allocation. changed reports whether anything was
+// applied (the pod's status changes). A failure sets PodResizeInProgress
+// with reason Error and the failure as its message; the next call
+// retries.
+func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) (restart []string, changed bool, err error) {
+	actuated, _ := m.actuated.Get(pod.UID)
+	plan := PlanResize(pod, actuated, rs)
+	if plan.Empty() {
+		return nil, m.clearInProgress(pod.UID), nil
+	}
+	restart, err = m.act.Run(ctx, pod, plan)
+	if err != nil {
+		m.setInProgress(pod, v1.PodReasonError, err.Error())
+		return nil, true, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if len(restart) == 0 {
+		m.clearInProgress(pod.UID)
+	}
+	return restart, true, nil
+}
+
+// Forget drops everything kept for the pod (it has left the node).
+func (m *Manager) Forget(uid types.UID) error {
+	m.mu.Lock()
+	delete(m.conds, uid)
+	delete(m.deferred, uid)
+	m.mu.Unlock()
+	m.retryDeferred(uid)
+	err1 := m.allocated.Remove(uid)
+	err2 := m.actuated.Remove(uid)
+	if err1 != nil {
+		return err1
+	}
+	return err2
+}
+
+// RemoveOrphans drops the pods not in keep (after a restart, pods that
+// left while the agent was down).
+func (m *Manager) RemoveOrphans(keep map[types.UID]bool) error {
+	if err := m.allocated.RemoveOrphans(keep); err != nil {
+		return err
+	}
+	return m.actuated.RemoveOrphans(keep)
+}

@@ -1,0 +1,150 @@
+package allocation
+
+import (
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// podConditions are a pod's resize conditions, nil when absent.
+type podConditions struct {
+	pending, inProgress *v1.PodCondition
+}
+
+// resizeCondition returns the condition of type t with reason and message,
+// keeping old's times when nothing changed, as upstream keeps the
+// transition time while the reason stays.
+func (m *Manager) resizeCondition(t v1.PodConditionType, old *v1.PodCondition, reason, message string, gen int64) *v1.PodCondition {
+	if old != nil && old.Reason == reason && old.Message == message && old.ObservedGeneration == gen {
+		return old
+	}
+	now := metav1.NewTime(m.cfg.Clock.Now())
+	c := &v1.PodCondition{
+		Type: t, Status: v1.ConditionTrue, ObservedGeneration: gen,
+		LastProbeTime: now, LastTransitionTime: now, Reason: reason, Message: message,
+	}
+	if old != nil && old.Reason == reason {
+		c.LastTransitionTime = old.LastTransitionTime
+	}
+	return c
+}
+
+func (m *Manager) condsLocked(uid types.UID) *podConditions {
+	c := m.conds[uid]
+	if c == nil {
+		c = &podConditions{}
+		m.conds[uid] = c
+	}
+	return c
+}
+
+// setPending sets PodResizePending from p, or clears it when p is nil.
+func (m *Manager) setPending(pod *v1.Pod, p *Pending) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.condsLocked(pod.UID)
+	m.deferred[pod.UID] = p != nil && p.Reason == v1.PodReasonDeferred
+	if !m.deferred[pod.UID] {
+		delete(m.deferred, pod.UID)
+	}
+	if p == nil {
+		c.pending = nil
+		return
+	}
+	c.pending = m.resizeCondition(v1.PodResizePending, c.pending, p.Reason, p.Message, pod.Generation)
+}
+
+// setInProgress sets PodResizeInProgress; reason Error with the failure
+// as message, or "" while the resize is being applied.
+func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.condsLocked(pod.UID)
+	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, c.inProgress, reason, message, pod.Generation)
+}
+
+// clearInProgress drops PodResizeInProgress and reports whether there was
+// one.
+func (m *Manager) clearInProgress(uid types.UID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.conds[uid]; c != nil && c.inProgress != nil {
+		c.inProgress = nil
+		return true
+	}
+	return false
+}
+
+// Pending returns the pod's PodResizePending condition, nil when none.
+func (m *Manager) Pending(uid types.UID) *v1.PodCondition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c := m.conds[uid]; c != nil && c.pending != nil {
+		return c.pending.DeepCopy()
+	}
+	return nil
+}
+
+// placeConditions replaces the resize conditions of list by conds, where
+// upstream puts them: after the conditions others own, before the ones
+// the agent generates (PodReadyToStartContainers, Initialized, Ready,
+// ContainersReady, PodScheduled).
+func placeConditions(list, conds []v1.PodCondition) []v1.PodCondition {
+	out := make([]v1.PodCondition, 0, len(list)+len(conds))
+	placed := false
+	for _, c := range list {
+		switch c.Type {
+		case v1.PodResizePending, v1.PodResizeInProgress:
+			continue
+		case v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled:
+			if !placed {
+				out, placed = append(out, conds...), true
+			}
+		}
+		out = append(out, c)
+	}
+	if !placed {
+		out = append(out, conds...)
+	}
+	return out
+}
+
+// SetStatus writes the resize part of st, the status computed for pod:
+// the PodResizePending and PodResizeInProgress conditions (replacing any
+// st holds, placed as upstream orders them), and per container (init and regular) allocatedResources (the
+// allocated requests) and resources (what was applied to a running
+// container, the allocation otherwise), as upstream reports them.
+func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
+	m.mu.Lock()
+	var conds []v1.PodCondition
+	if c := m.conds[pod.UID]; c != nil {
+		for _, x := range []*v1.PodCondition{c.pending, c.inProgress} {
+			if x != nil {
+				conds = append(conds, *x.DeepCopy())
+			}
+		}
+	}
+	m.mu.Unlock()
+	st.Conditions = placeConditions(st.Conditions, conds)
+
+	alloc, ok := m.allocated.Get(pod.UID)
+	if !ok {
+		alloc = ForPod(pod)
+	}
+	actuated, _ := m.actuated.Get(pod.UID)
+	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
+		for i := range list {
+			cs := &list[i]
+			a, ok := alloc.ContainerResources[cs.Name]
+			if !ok {
+				continue // an ephemeral container, or one the spec lacks
+			}
+			cs.AllocatedResources = a.Requests.DeepCopy()
+			r := a
+			if cur, ok := actuated.ContainerResources[cs.Name]; ok && cs.State.Running != nil {
+				r = cur
+			}
+			cs.Resources = r.DeepCopy()
+		}
+	}
+}

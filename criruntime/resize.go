@@ -1,0 +1,60 @@
+package criruntime
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+)
+
+// unlimited is what the OCI runtime reads as "no limit" for a CFS quota
+// and a memory limit (runc writes it as -1 on cgroup v1, max on v2).
+const unlimited = -1
+
+// resizeResources maps a container's requests and limits to the CRI
+// resources of an in-place resize: CPU shares from the request, CFS quota
+// and period from the limit, the memory limit. A limit absent from r is
+// sent as unlimited, so a removed limit is lifted (the runtime keeps a
+// field left at zero). The cpuset and the OOM score are left alone.
+func resizeResources(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResources {
+	req := r.Requests.Cpu().MilliValue()
+	lim := r.Limits.Cpu().MilliValue()
+	if req == 0 && lim != 0 {
+		req = lim // as at creation
+	}
+	res := &runtimeapi.LinuxContainerResources{CpuShares: milliCPUToShares(req), CpuPeriod: quotaPeriodUs, CpuQuota: unlimited}
+	if lim != 0 {
+		res.CpuQuota = milliCPUToQuota(lim)
+	}
+	res.MemoryLimitInBytes = unlimited
+	if m := r.Limits.Memory().Value(); m != 0 {
+		res.MemoryLimitInBytes = m
+	}
+	return res
+}
+
+// ResizeContainer applies r to a running container in place, through CRI
+// UpdateContainerResources (allocation.ContainerUpdater).
+func (r *Runtime) ResizeContainer(ctx context.Context, id nodekit.ContainerID, res v1.ResourceRequirements) error {
+	if err := r.rs.UpdateContainerResources(ctx, id.ID, &runtimeapi.ContainerResources{Linux: resizeResources(res)}); err != nil {
+		return fmt.Errorf("criruntime: update resources of %s: %w", id, err)
+	}
+	return nil
+}
+
+// ContainerMemoryUsage returns the memory usage the runtime reports for
+// a container (its cgroup's usage), for the check before a memory limit
+// is lowered (allocation.MemoryUsage).
+func (r *Runtime) ContainerMemoryUsage(ctx context.Context, id nodekit.ContainerID) (uint64, error) {
+	st, err := r.rs.ContainerStats(ctx, id.ID)
+	if err != nil {
+		return 0, fmt.Errorf("criruntime: stats of %s: %w", id, err)
+	}
+	if st.GetMemory().GetUsageBytes() == nil {
+		return 0, fmt.Errorf("criruntime: the runtime reports no memory usage of %s", id)
+	}
+	return st.GetMemory().GetUsageBytes().GetValue(), nil
+}

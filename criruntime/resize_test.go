@@ -1,0 +1,70 @@
+package criruntime
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nodekit/nodekit"
+)
+
+// updateRecorder keeps what UpdateContainerResources was sent.
+type updateRecorder struct {
+	*recordingRuntime
+	updates map[string]*runtimeapi.ContainerResources
+}
+
+func (u *updateRecorder) UpdateContainerResources(ctx context.Context, id string, res *runtimeapi.ContainerResources) error {
+	u.updates[id] = res
+	return u.recordingRuntime.UpdateContainerResources(ctx, id, res)
+}
+
+func TestResizeContainerSendsCPUAndMemory(t *testing.T) {
+	_, rs, is := newFake(t)
+	u := &updateRecorder{recordingRuntime: rs, updates: map[string]*runtimeapi.ContainerResources{}}
+	r, err := NewFromServices(t.Context(), u, is, Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := resource.MustParse
+	cases := []struct {
+		name string
+		res  v1.ResourceRequirements
+		want *runtimeapi.LinuxContainerResources
+	}{
+		{
+			name: "requests and limits",
+			res: v1.ResourceRequirements{
+				Requests: v1.ResourceList{v1.ResourceCPU: q("250m"), v1.ResourceMemory: q("64Mi")},
+				Limits:   v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("128Mi")},
+			},
+			want: &runtimeapi.LinuxContainerResources{CpuShares: 256, CpuPeriod: 100000, CpuQuota: 50000, MemoryLimitInBytes: 128 << 20},
+		},
+		{
+			name: "no limits: lifted, minimum shares",
+			res:  v1.ResourceRequirements{},
+			want: &runtimeapi.LinuxContainerResources{CpuShares: 2, CpuPeriod: 100000, CpuQuota: -1, MemoryLimitInBytes: -1},
+		},
+		{
+			name: "limit only: shares from the limit",
+			res:  v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: q("1")}},
+			want: &runtimeapi.LinuxContainerResources{CpuShares: 1024, CpuPeriod: 100000, CpuQuota: 100000, MemoryLimitInBytes: -1},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			id := nodekit.ContainerID{Type: "fake", ID: "c-" + tc.name}
+			if err := r.ResizeContainer(t.Context(), id, tc.res); err != nil {
+				t.Fatal(err)
+			}
+			got := u.updates[id.ID].GetLinux()
+			if got.CpuShares != tc.want.CpuShares || got.CpuPeriod != tc.want.CpuPeriod || got.CpuQuota != tc.want.CpuQuota ||
+				got.MemoryLimitInBytes != tc.want.MemoryLimitInBytes || got.CpusetCpus != "" {
+				t.Fatalf("sent %v\nwant %v", got, tc.want)
+			}
+		})
+	}
+}

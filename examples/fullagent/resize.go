@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/allocation"
+)
+
+// newResizer builds in-place pod resize: allocations checkpointed in the
+// root dir (upstream's allocated_pods_state and actuated_pods_state), a
+// resize admitted by the same resource fit as new pods, applied through
+// CRI UpdateContainerResources and the pod cgroup.
+func (a *agent) newResizer(rootDir string, node admission.NodeGetter) (*allocation.Manager, error) {
+	cfg := allocation.Config{
+		RootDir:    filepath.Clean(rootDir),
+		Fit:        admission.NewResourceFit(node),
+		Pods:       func() []*v1.Pod { return a.loop.ActivePods() },
+		Containers: a.runtime,
+		Usage:      a.runtime,
+		Node: allocation.NodeConfig{
+			CPUManagerStatic:    a.cfg.CPUManagerPolicy == "static",
+			MemoryManagerStatic: a.cfg.MemoryManagerPolicy == "Static",
+		},
+	}
+	if a.cgroups != nil && a.cgroups.m != nil {
+		cfg.PodCgroup = a.cgroups.m // a nil *Manager must not become a non-nil interface
+	}
+	m, err := allocation.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("in-place resize state in %s: %w", rootDir, err)
+	}
+	return m, nil
+}
+
+// forgetResizes drops the allocations of pods no longer kept (those that
+// left while the agent was down; the loop forgets the others itself).
+// The cgroup housekeeping calls it with its keep set.
+func (a *agent) forgetResizes(ctx context.Context, keep map[types.UID]bool) {
+	if a.resizer == nil {
+		return
+	}
+	if err := a.resizer.RemoveOrphans(keep); err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to drop the allocations of pods that are gone")
+	}
+}
