@@ -21,7 +21,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	defer sd.Stop(ctx)
+	defer func() { _ = sd.Stop(ctx) }()
 	state, _ := sd.SystemState(ctx)
 	fmt.Println(state, sd.BusAddress != "")
 }

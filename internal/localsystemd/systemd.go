@@ -193,7 +193,7 @@ func (s *Systemd) waitRunning(ctx context.Context, timeout time.Duration) error 
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	last := "no bus yet"
+	var last string
 	for {
 		state, err := s.SystemState(ctx)
 		switch {
