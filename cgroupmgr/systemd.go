@@ -212,6 +212,9 @@ func (d *systemdDriver) Apply(ctx context.Context, name CgroupName, rc *Resource
 			return err
 		}
 	case dbusErrorName(err) == errUnitExists:
+		if err := d.startLoaded(ctx, unit); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("cgroupmgr: systemd: start %s: %w", unit, err)
 	}
@@ -225,6 +228,32 @@ func (d *systemdDriver) Apply(ctx context.Context, name CgroupName, rc *Resource
 		}
 	}
 	return d.fs.Apply(ctx, name, files)
+}
+
+// startLoaded starts a slice systemd already has loaded but not active
+// (stopped, and not yet collected).
+func (d *systemdDriver) startLoaded(ctx context.Context, unit string) error {
+	var state string
+	if err := d.call(ctx, func(c *sddbus.Conn) error {
+		p, err := c.GetUnitPropertyContext(ctx, unit, "ActiveState")
+		if err == nil {
+			state, _ = p.Value.Value().(string)
+		}
+		return err
+	}); err != nil {
+		return fmt.Errorf("cgroupmgr: systemd: state of %s: %w", unit, err)
+	}
+	if state == "active" {
+		return nil
+	}
+	ch := make(chan string, 1)
+	if err := d.call(ctx, func(c *sddbus.Conn) error {
+		_, err := c.StartUnitContext(ctx, unit, "replace", ch)
+		return err
+	}); err != nil {
+		return fmt.Errorf("cgroupmgr: systemd: start %s (%s): %w", unit, state, err)
+	}
+	return d.wait(ctx, "start", unit, ch)
 }
 
 // Exists reports whether name's cgroup directories are all there.

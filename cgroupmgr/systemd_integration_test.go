@@ -224,6 +224,20 @@ func rest(t *testing.T, ctx context.Context, m *Manager, conn *sddbus.Conn, sd *
 		t.Errorf("ListPodCgroups = %v, %v; want the three pods", uids, err)
 	}
 	destroyWithProcess(t, ctx, m, conn, burstable, sd.CgroupBase, v)
+	// A pod whose slice was stopped gets it back, active, with its limits.
+	parent, err := m.EnsurePod(ctx, burstable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := activeState(t, conn, "kubepods-burstable-pod"+strings.ReplaceAll(string(burstable.UID), "-", "_")+".slice"); s != "active" {
+		t.Errorf("the burstable pod's slice is %q after EnsurePod again, want active", s)
+	}
+	if got := readT(t, cgFile(v, "memory", host(parent), "memory.limit_in_bytes", "memory.max")); got != strconv.FormatInt(192*mi, 10) {
+		t.Errorf("%s memory limit %s after EnsurePod again, want 192Mi", parent, got)
+	}
+	if err := m.DestroyPod(ctx, burstable.UID); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []*v1.Pod{guaranteed, bestEffort} {
 		if err := m.DestroyPod(ctx, p.UID); err != nil {
 			t.Fatal(err)
