@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -158,14 +159,26 @@ exec unshare --pid --fork --kill-child --mount --uts --ipc --net --cgroup --prop
 	defer out.Close()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("localsystemd: start: %w", err)
-	}
-	s.cmd = cmd
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process: fork from a goroutine locked to its thread until the child
+	// is reaped, then unlock it (a goroutine ending locked ends its
+	// thread, which would kill whatever else that thread forked).
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		_ = cmd.Wait()
 		close(s.exited)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("localsystemd: start: %w", err)
+	}
+	s.cmd = cmd
 	return nil
 }
 
