@@ -30,16 +30,20 @@
 // CPUShares on v1, MemoryMax and CPUWeight on v2, CPUQuotaPerSecUSec and
 // CPUQuotaPeriodUSec, TasksMax. As upstream, it writes the same limits to
 // the cgroup files too (huge pages and v1 cpuset have no property), with
-// a CPU quota rounded up to a whole percent as systemd keeps it, and it
-// stops the slice to remove it, then removes what systemd left. The bus
+// a CPU quota rounded up to a whole percent as systemd keeps it. To
+// remove a slice it kills what still runs there (as upstream kills a pod
+// cgroup's processes first), stops the unit, then removes what systemd
+// left. The bus
 // is Config.SystemdBus (the system bus by default); Config.SystemdCgroupBase
 // says where systemd's root cgroup lies when systemd runs in a cgroup
 // namespace of its own. EnsurePod returns the expanded slice path kubelet
 // gives the runtime ("/kubepods.slice/kubepods-burstable.slice/
 // kubepods-burstable-pod<UID>.slice"; containerd's systemd mode takes its
 // last element as the parent slice of the pod's scopes). It is tested
-// against a real systemd 252 on cgroup v1 (the hybrid layout); the v2
-// properties are unit-tested only.
+// against a real systemd 252 on cgroup v1 (the hybrid layout), with runc's
+// systemd driver putting a container in a scope of a pod's slice; the v2
+// properties are unit-tested only (this machine's cgroup2 mount has no
+// controllers).
 //
 // It speaks D-Bus through github.com/coreos/go-systemd/v22/dbus rather
 // than opencontainers/cgroups' systemd manager, which upstream wraps: that

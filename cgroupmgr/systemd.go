@@ -302,13 +302,18 @@ func (d *systemdDriver) MemoryUsage(ctx context.Context, name CgroupName) (int64
 	return d.fs.MemoryUsage(ctx, name)
 }
 
-// Destroy stops name's slice (systemd stops what runs in it and removes
-// the directories it made), resets it if it failed, then kills what is
-// left and removes the remaining directories, as upstream. A slice
-// systemd does not know is no error.
+// Destroy kills what still runs in name (upstream kills a pod cgroup's
+// processes before destroying it: a container's init ignores the SIGTERM
+// systemd would send, and the stop would wait out its timeout), stops
+// name's slice (systemd removes the directories it made), resets it if
+// it failed, then removes what is left, as upstream. A slice systemd does
+// not know is no error.
 func (d *systemdDriver) Destroy(ctx context.Context, name CgroupName) error {
 	if len(name) == 0 {
 		return errors.New("cgroupmgr: refusing to destroy the root cgroup")
+	}
+	if err := d.fs.killAll(ctx, name, d.fs.dirs(name)); err != nil {
+		return fmt.Errorf("cgroupmgr: destroy %s: %w", d.fs.rel(name), err)
 	}
 	unit, _ := sliceUnits(name)
 	ch := make(chan string, 1)
