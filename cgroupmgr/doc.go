@@ -18,17 +18,49 @@
 // Cgroups are written by a Driver. The built-in cgroupfs driver writes the
 // cgroup file system itself, on cgroup v1 (every mounted hierarchy) or v2
 // (the version is detected from the file system under Config.Root, never
-// assumed). The systemd driver names cgroups as systemd slices
-// (kubepods.slice/kubepods-burstable.slice/...) but cannot create them
-// without systemd's D-Bus API, which this package does not speak: it
-// returns ErrSystemdUnsupported, and a vendor plugs a Driver of its own in
-// Config.Backend.
+// assumed).
+//
+// The built-in systemd driver (cgroupDriver "systemd") makes every cgroup
+// a slice, named as upstream (kubepods.slice, kubepods-burstable.slice,
+// kubepods-burstable-pod<UID>.slice with the UID's "-" written "_"),
+// started over D-Bus as a transient unit with the properties upstream's
+// systemd manager gives a slice (Wants= its parent, CPU, memory, IO and
+// tasks accounting, DefaultDependencies=no; Delegate is for scopes, which
+// the runtime makes) and sized by unit properties: MemoryLimit and
+// CPUShares on v1, MemoryMax and CPUWeight on v2, CPUQuotaPerSecUSec and
+// CPUQuotaPeriodUSec, TasksMax. As upstream, it writes the same limits to
+// the cgroup files too (huge pages and v1 cpuset have no property), with
+// a CPU quota rounded up to a whole percent as systemd keeps it. To
+// remove a slice it kills what still runs there (as upstream kills a pod
+// cgroup's processes first), stops the unit, then removes what systemd
+// left. The bus
+// is Config.SystemdBus (the system bus by default); Config.SystemdCgroupBase
+// says where systemd's root cgroup lies when systemd runs in a cgroup
+// namespace of its own. EnsurePod returns the expanded slice path kubelet
+// gives the runtime ("/kubepods.slice/kubepods-burstable.slice/
+// kubepods-burstable-pod<UID>.slice"; containerd's systemd mode takes its
+// last element as the parent slice of the pod's scopes). It is tested
+// against a real systemd 252 on cgroup v1 (the hybrid layout), with runc's
+// systemd driver putting a container in a scope of a pod's slice; the v2
+// properties are unit-tested only (this machine's cgroup2 mount has no
+// controllers).
+//
+// It speaks D-Bus through github.com/coreos/go-systemd/v22/dbus rather
+// than opencontainers/cgroups' systemd manager, which upstream wraps: that
+// manager dials the bus named by the process environment
+// ($DBUS_SYSTEM_BUS_ADDRESS), computes paths assuming systemd is the
+// host's init, and brings its own copy of the cgroupfs writers; here the
+// bus address is configuration, the paths follow SystemdCgroupBase, and
+// the file writes are this package's fsDriver laid out as slices.
+//
+// Config.Backend takes a Driver of a vendor's own instead.
 //
 // It does not decide which pods are active or when a pod is gone (the
 // agent tells it), does not place containers (the runtime does, below the
 // cgroup parent), and does not pin CPUs or memory nodes (cpumanager and
 // memorymanager do). It runs no goroutine: the agent calls UpdateQOS from
-// housekeeping, as upstream's once-a-minute loop.
+// housekeeping, as upstream's once-a-minute loop. Close releases the
+// systemd driver's bus connection.
 //
 // How an agent wires it:
 //

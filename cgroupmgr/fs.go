@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -30,6 +31,24 @@ type fsDriver struct {
 
 	hierarchies     []hierarchy     // v1: every mounted hierarchy
 	rootControllers map[string]bool // v2: the root's cgroup.controllers
+
+	// layout spells a name as its path components below a mount point;
+	// nil is the cgroupfs form (the name's own components). The systemd
+	// driver sets it to its slices.
+	layout func(CgroupName) []string
+}
+
+// parts are name's path components below a hierarchy's mount point.
+func (d *fsDriver) parts(name CgroupName) []string {
+	if d.layout == nil {
+		return name
+	}
+	return d.layout(name)
+}
+
+// rel is name's path below a hierarchy's mount point.
+func (d *fsDriver) rel(name CgroupName) string {
+	return "/" + path.Join(d.parts(name)...)
 }
 
 var (
@@ -152,11 +171,11 @@ func (d *fsDriver) checkControllers() error {
 // dirs are name's directories: one per hierarchy on v1, one on v2.
 func (d *fsDriver) dirs(name CgroupName) []string {
 	if d.version == V2 {
-		return []string{filepath.Join(d.root, name.ToCgroupfs())}
+		return []string{filepath.Join(d.root, d.rel(name))}
 	}
 	out := make([]string, 0, len(d.hierarchies))
 	for _, h := range d.hierarchies {
-		out = append(out, filepath.Join(h.dir, name.ToCgroupfs()))
+		out = append(out, filepath.Join(h.dir, d.rel(name)))
 	}
 	return out
 }
@@ -176,7 +195,7 @@ func (d *fsDriver) Apply(ctx context.Context, name CgroupName, rc *ResourceConfi
 // upstream checks (v1), or present with the needed controllers (v2).
 func (d *fsDriver) Exists(_ context.Context, name CgroupName) (bool, error) {
 	if d.version == V2 {
-		dir := filepath.Join(d.root, name.ToCgroupfs())
+		dir := filepath.Join(d.root, d.rel(name))
 		have, err := readControllers(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -195,7 +214,7 @@ func (d *fsDriver) Exists(_ context.Context, name CgroupName) (bool, error) {
 		if !slices.ContainsFunc(existenceV1, func(c string) bool { return h.controllers[c] }) {
 			continue
 		}
-		_, err := os.Stat(filepath.Join(h.dir, name.ToCgroupfs()))
+		_, err := os.Stat(filepath.Join(h.dir, d.rel(name)))
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
 		}
@@ -234,13 +253,13 @@ func (d *fsDriver) Children(_ context.Context, name CgroupName) ([]string, error
 // MemoryUsage is the memory charged to name, in bytes.
 func (d *fsDriver) MemoryUsage(_ context.Context, name CgroupName) (int64, error) {
 	file := "memory.current"
-	dir := filepath.Join(d.root, name.ToCgroupfs())
+	dir := filepath.Join(d.root, d.rel(name))
 	if d.version == V1 {
 		file = "memory.usage_in_bytes"
 		dir = ""
 		for _, h := range d.hierarchies {
 			if h.controllers["memory"] {
-				dir = filepath.Join(h.dir, name.ToCgroupfs())
+				dir = filepath.Join(h.dir, d.rel(name))
 			}
 		}
 		if dir == "" {
@@ -267,7 +286,7 @@ func (d *fsDriver) Destroy(ctx context.Context, name CgroupName) error {
 	}
 	dirs := d.dirs(name)
 	if err := d.killAll(ctx, name, dirs); err != nil {
-		return fmt.Errorf("cgroupmgr: destroy %s: %w", name.ToCgroupfs(), err)
+		return fmt.Errorf("cgroupmgr: destroy %s: %w", d.rel(name), err)
 	}
 	var errs []error
 	for _, dir := range dirs {
@@ -276,7 +295,7 @@ func (d *fsDriver) Destroy(ctx context.Context, name CgroupName) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("cgroupmgr: destroy %s: %w", name.ToCgroupfs(), err)
+		return fmt.Errorf("cgroupmgr: destroy %s: %w", d.rel(name), err)
 	}
 	return nil
 }
@@ -300,7 +319,7 @@ func (d *fsDriver) killAll(ctx context.Context, name CgroupName, dirs []string) 
 			if killed[pid] {
 				continue
 			}
-			logger.V(3).Info("Killing process left in a cgroup", "pid", pid, "cgroup", name.ToCgroupfs())
+			logger.V(3).Info("Killing process left in a cgroup", "pid", pid, "cgroup", d.rel(name))
 			if err := d.kill(pid); err != nil {
 				errs = append(errs, fmt.Errorf("kill %d: %w", pid, err))
 				continue

@@ -15,12 +15,12 @@ import (
 // hierarchies holding each controller.
 func (d *fsDriver) applyV1(_ context.Context, name CgroupName, rc *ResourceConfig) error {
 	for _, h := range d.hierarchies {
-		if err := mkdirV1(h, name); err != nil {
+		if err := mkdirV1(h, d.parts(name)); err != nil {
 			return err
 		}
 	}
 	for _, h := range d.hierarchies {
-		dir := filepath.Join(h.dir, name.ToCgroupfs())
+		dir := filepath.Join(h.dir, d.rel(name))
 		if h.controllers["cpu"] {
 			if err := writeCPUV1(dir, rc); err != nil {
 				return err
@@ -51,13 +51,14 @@ func (d *fsDriver) applyV1(_ context.Context, name CgroupName, rc *ResourceConfi
 	return nil
 }
 
-// mkdirV1 creates name's directories in h. In the cpuset hierarchy a new
+// mkdirV1 creates the directories of a cgroup, given as its path
+// components below the mount point, in h. In the cpuset hierarchy a new
 // cgroup starts with no CPUs and no memory nodes and takes no process
 // until given some: each level gets its parent's.
-func mkdirV1(h hierarchy, name CgroupName) error {
+func mkdirV1(h hierarchy, parts []string) error {
 	parent := h.dir
-	for i := range name {
-		dir := filepath.Join(parent, name[i])
+	for i := range parts {
+		dir := filepath.Join(parent, parts[i])
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroupmgr: create %s: %w", dir, err)
 		}

@@ -16,11 +16,12 @@ import (
 // the level has, then writes rc for the controllers the root offers.
 func (d *fsDriver) applyV2(_ context.Context, name CgroupName, rc *ResourceConfig) error {
 	parent := d.root
-	for i := range name {
+	parts := d.parts(name)
+	for i := range parts {
 		if err := d.enableControllers(parent, i == 0); err != nil {
 			return err
 		}
-		dir := filepath.Join(parent, name[i])
+		dir := filepath.Join(parent, parts[i])
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroupmgr: create %s: %w", dir, err)
 		}

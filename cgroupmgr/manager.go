@@ -57,6 +57,15 @@ type Config struct {
 	// Backend, when set, creates and removes cgroups instead of the
 	// built-in driver; names still follow Driver.
 	Backend Driver
+	// SystemdBus is the D-Bus address of the bus the systemd driver finds
+	// systemd on; "" is DefaultSystemdBus (the system bus, as kubelet).
+	SystemdBus string
+	// SystemdCgroupBase is systemd's root cgroup below every hierarchy,
+	// in cgroupfs form; "" is the hierarchies' root (systemd is the
+	// host's init). Set it when systemd runs in a cgroup namespace of its
+	// own (a container, the tests' private systemd): its kubepods.slice
+	// is then SystemdCgroupBase/kubepods.slice on the host.
+	SystemdCgroupBase string
 	// CgroupRoot is the cgroup, in cgroupfs form, that kubepods goes
 	// under; "" is "/". With CgroupsPerQOS it must exist at Start.
 	CgroupRoot string
@@ -203,14 +212,23 @@ func (m *Manager) checkEnforce() error {
 // 2), and enforces the kube- and system-reserved limits asked for. Call
 // UpdateQOS after it to size the tiers to the pods. Calling Start again
 // re-applies everything.
-func (m *Manager) Start(ctx context.Context) error {
+func (m *Manager) Start(ctx context.Context) (err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	d := m.cfg.Backend
 	if d == nil {
 		if m.cfg.Driver == DriverSystemd {
-			d = newSystemdDriver()
+			sd, err := newSystemdDriver(ctx, m.cfg)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				if err != nil {
+					sd.Close()
+				}
+			}()
+			d = sd
 		} else {
 			fsd, err := newFSDriver(m.cfg.Root, m.cfg.Version, m.cfg.KillProcess, m.cfg.Clock)
 			if err != nil {
@@ -282,8 +300,22 @@ func (m *Manager) Start(ctx context.Context) error {
 			return fmt.Errorf("cgroupmgr: enforce %s on %q: %w", r.key, r.cgroup, err)
 		}
 	}
+	if c, ok := m.driver.(closer); ok && m.driver != d {
+		c.Close()
+	}
 	m.driver = d
 	return nil
+}
+
+// Close releases what the driver holds (the systemd driver's D-Bus
+// connection); the cgroups stay. The Manager is unusable until Start.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.driver.(closer); ok {
+		c.Close()
+	}
+	m.driver = nil
 }
 
 // kubepodsConfig sizes kubepods: the capacity, or capacity - reserved

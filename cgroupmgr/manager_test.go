@@ -318,17 +318,17 @@ func TestUpdateQOSMemoryReserve(t *testing.T) {
 	}
 }
 
-func TestSystemdDriverUnsupported(t *testing.T) {
+func TestSystemdDriverWithoutBus(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	m, err := New(Config{Driver: DriverSystemd, CgroupsPerQOS: true})
+	bus := "unix:path=" + filepath.Join(t.TempDir(), "no_bus_socket")
+	m, err := New(Config{Driver: DriverSystemd, CgroupsPerQOS: true, Root: fakeV1Root(t), Version: V1, SystemdBus: bus})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = m.Start(ctx)
-	if !errors.Is(err, ErrSystemdUnsupported) {
-		t.Fatalf("Start with the systemd driver: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "Config.SystemdBus") || !strings.Contains(err.Error(), bus) {
+		t.Fatalf("Start with the systemd driver and no bus: %v, want an error naming Config.SystemdBus and %s", err, bus)
 	}
-	t.Logf("systemd driver: %v", err)
 	// With a Driver of its own, systemd names reach the runtime.
 	fd := &fakeDriver{applied: map[string]*ResourceConfig{}}
 	m, _ = New(Config{Driver: DriverSystemd, CgroupsPerQOS: true, Backend: fd})

@@ -299,6 +299,10 @@ func (a *agent) run(ctx context.Context) error {
 			}
 		}()
 	}
+	sdNotify, err := newSystemdNotify(os.Getenv, os.Getpid(), a.loop.Healthy)
+	if err != nil {
+		return err
+	}
 	a.startNodeSide(ctx, start)
 	if err := a.startPodSide(ctx, start); err != nil {
 		return err
@@ -306,6 +310,7 @@ func (a *agent) run(ctx context.Context) error {
 	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- a.loop.Run(ctx) }()
+	sdNotify.ready(ctx, start)
 	var loopErr error
 	select {
 	case err := <-errc:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		KubeReserved: list(cfg.KubeReserved), SystemReserved: list(cfg.SystemReserved),
 		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
 		QOSReserved: qosReserved, DisableCPUCFSQuota: !*cfg.CPUCFSQuota, CPUCFSQuotaPeriod: period,
-		PodPidsLimit: *cfg.PodPidsLimit,
+		PodPidsLimit: *cfg.PodPidsLimit, SystemdBus: systemdBus(os.Getenv),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
