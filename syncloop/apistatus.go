@@ -157,8 +157,11 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 			}
 			st.ImageID, st.ContainerID = prev.ImageID, prev.ContainerID
 		}
-		if init && !isSidecar(c) && st.State.Terminated != nil && st.State.Terminated.ExitCode == 0 {
-			st.Ready = true // a completed init container counts as ready, as upstream
+		if init && !isSidecar(c) {
+			// A regular init container is ready once it has completed, and
+			// not while it runs or after it failed, as upstream's prober
+			// manager reports it: Initialized reads this.
+			st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
 		}
 		if r, ok := in.reasons[c.Name]; ok && st.State.Running == nil && !in.terminal {
 			if st.State.Terminated != nil {
