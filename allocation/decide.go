@@ -32,7 +32,9 @@ type NodeConfig struct {
 
 // Pending is a resize the node does not allocate now: Reason is
 // v1.PodReasonInfeasible (it never will as asked) or v1.PodReasonDeferred
-// (not now; retried).
+// (not now; retried). A resize that does not fit the node is Deferred even
+// when it exceeds the node's allocatable, as kubelet v1.37 does: the API
+// server refuses such a resize of an API pod before the node sees it.
 type Pending struct {
 	Reason  string
 	Message string
@@ -89,9 +91,8 @@ func WithResources(pod *v1.Pod, p PodResources) (*v1.Pod, bool) {
 // Decide says whether desired (the pod as its spec now asks) may be
 // allocated, given allocated (what the node holds for it now) and the
 // other pods as allocated. fit is the node's resource fit (package
-// admission's ResourceFit): asked with the other pods it decides whether
-// the resize fits now; asked alone, whether it could ever fit. It returns
-// nil when the resize may be allocated.
+// admission's ResourceFit), asked with the other pods, decides whether the
+// resize fits now. It returns nil when the resize may be allocated.
 func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node NodeConfig, fit nodekit.Admitter, others []*v1.Pod) *Pending {
 	if !apiequality.Semantic.DeepEqual(desired.Spec.Resources, allocated.PodLevelResources) {
 		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevel}
@@ -110,10 +111,6 @@ func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node N
 	d := fit.Admit(ctx, nodekit.AdmitRequest{Pod: desired, Pods: others})
 	if d.Admit {
 		return nil
-	}
-	// A resize that would not fit on an empty node never will.
-	if alone := fit.Admit(ctx, nodekit.AdmitRequest{Pod: desired}); !alone.Admit {
-		return &Pending{Reason: v1.PodReasonInfeasible, Message: alone.Message}
 	}
 	msg := d.Message
 	if msg == "" {

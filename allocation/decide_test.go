@@ -38,10 +38,10 @@ func TestDecide(t *testing.T) {
 			want: &allocation.Pending{Reason: v1.PodReasonDeferred, Message: "Node didn't have enough resource: cpu, requested: 1000, used: 1500, capacity: 2000"},
 		},
 		{
-			name:      "more than the node has: infeasible",
+			name:      "more than the node has: deferred, as kubelet v1.37",
 			allocated: reqs("memory=1Gi", ""), desired: reqs("memory=8Gi", ""),
 			fit: fitOn("cpu=2,memory=4Gi"), others: []*v1.Pod{other},
-			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "Node didn't have enough resource: memory, requested: 8589934592, used: 0, capacity: 4294967296"},
+			want: &allocation.Pending{Reason: v1.PodReasonDeferred, Message: "Node didn't have enough resource: memory, requested: 8589934592, used: 1073741824, capacity: 4294967296"},
 		},
 		{
 			name:      "guaranteed CPU under the static CPU manager",

@@ -217,8 +217,8 @@ func TestSetStatusPlacesConditionsAsUpstream(t *testing.T) {
 			t.Fatalf("conditions %v, want %v", got, want)
 		}
 	}
-	if c := findCond(st, v1.PodResizePending); c.Reason != v1.PodReasonInfeasible {
-		t.Fatalf("PodResizePending reason %q, want Infeasible (2 cpu on a 1-cpu node)", c.Reason)
+	if c := findCond(st, v1.PodResizePending); c.Reason != v1.PodReasonDeferred {
+		t.Fatalf("PodResizePending reason %q, want Deferred (2 cpu on a 1-cpu node, as kubelet v1.37)", c.Reason)
 	}
 }
 
