@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // OS rejects a pod meant for another operating system. Two checks, in
@@ -193,7 +194,7 @@ func (a *TaintToleration) Admit(ctx context.Context, req nodekit.AdmitRequest) n
 	if req.Pod == nil {
 		return noPod()
 	}
-	if isStaticPod(req.Pod) {
+	if podutil.IsStatic(req.Pod) {
 		return nodekit.Admitted
 	}
 	node, d, ok := getNode(ctx, a.node)
@@ -209,11 +210,4 @@ func (a *TaintToleration) Admit(ctx context.Context, req nodekit.AdmitRequest) n
 		return predicateFailure(ReasonTaintToleration, descTaintToleration)
 	}
 	return nodekit.Admitted
-}
-
-// isStaticPod reports whether the pod came from a source other than the API
-// server, by upstream's rule: the source annotation is present and not "api".
-func isStaticPod(pod *v1.Pod) bool {
-	src, ok := pod.Annotations["kubernetes.io/config.source"]
-	return ok && src != nodekit.SourceAPI
 }

@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -60,8 +62,17 @@ var sysctlPattern = regexp.MustCompile(`^([a-z0-9]([-_a-z0-9]*[a-z0-9])?[\./])*(
 // configured unsafe ones (allowedUnsafeSysctls), never one of a namespace
 // the pod shares with the host.
 type Sysctls struct {
-	names    map[string]utilsysctl.Namespace
-	prefixes map[string]utilsysctl.Namespace
+	// exact maps each allowed sysctl name to its kernel namespace.
+	exact map[string]utilsysctl.Namespace
+	// families are the allowed name prefixes (patterns ending in '*'),
+	// longest first, so the most specific family decides.
+	families []sysctlFamily
+}
+
+// sysctlFamily is every sysctl whose name starts with prefix.
+type sysctlFamily struct {
+	prefix string
+	ns     utilsysctl.Namespace
 }
 
 // NewSysctls builds the allowlist from patterns (sysctl names or prefixes
@@ -69,22 +80,36 @@ type Sysctls struct {
 // A pattern that is malformed or names a sysctl not known to be
 // namespaced is an error naming it.
 func NewSysctls(patterns []string) (*Sysctls, error) {
-	s := &Sysctls{names: map[string]utilsysctl.Namespace{}, prefixes: map[string]utilsysctl.Namespace{}}
+	s := &Sysctls{exact: map[string]utilsysctl.Namespace{}}
 	for _, p := range patterns {
-		if len(p) > 253 || !sysctlPattern.MatchString(p) {
-			return nil, fmt.Errorf("sysctl %q must have at most 253 characters and match regex %s", p, sysctlPattern)
+		name, family, ns, err := classifySysctlPattern(p)
+		if err != nil {
+			return nil, err
 		}
-		ns, name, prefixed := utilsysctl.GetNamespace(p)
-		if ns == utilsysctl.UnknownNamespace {
-			return nil, fmt.Errorf("the sysctls %q are not known to be namespaced", name)
+		if family {
+			s.families = append(s.families, sysctlFamily{prefix: name, ns: ns})
+			continue
 		}
-		if prefixed {
-			s.prefixes[name] = ns
-		} else {
-			s.names[name] = ns
-		}
+		s.exact[name] = ns
 	}
+	slices.SortStableFunc(s.families, func(a, b sysctlFamily) int { return cmp.Compare(len(b.prefix), len(a.prefix)) })
 	return s, nil
+}
+
+// classifySysctlPattern checks one allowlist entry and finds the kernel
+// namespace of what it names. The name comes back normalized (dots, not
+// slashes) and, for a family (a trailing '*'), without the '*'. Only
+// namespaced sysctls can be allowed: one that is global to the node would
+// let a pod change every other pod's setting.
+func classifySysctlPattern(p string) (name string, family bool, ns utilsysctl.Namespace, err error) {
+	if len(p) > 253 || !sysctlPattern.MatchString(p) {
+		return "", false, "", fmt.Errorf("sysctl %q must have at most 253 characters and match regex %s", p, sysctlPattern)
+	}
+	ns, name, family = utilsysctl.GetNamespace(p)
+	if ns == utilsysctl.UnknownNamespace {
+		return "", false, "", fmt.Errorf("the sysctls %q are not known to be namespaced", name)
+	}
+	return name, family, ns, nil
 }
 
 // Admit implements nodekit.Admitter.
@@ -101,24 +126,44 @@ func (s *Sysctls) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.Dec
 	return nodekit.Admitted
 }
 
+// check says why pod may not set the sysctl name, or nil if it may.
 func (s *Sysctls) check(pod *v1.Pod, name string) error {
 	name = utilsysctl.NormalizeName(name)
-	ns, ok := s.names[name]
-	if !ok {
-		for p, pns := range s.prefixes {
-			if strings.HasPrefix(name, p) {
-				ns, ok = pns, true
-				break
-			}
-		}
-	}
-	if !ok {
+	ns, allowed := s.namespaceOf(name)
+	if !allowed {
 		return fmt.Errorf("%q not allowlisted", name)
 	}
-	hostUsers := pod.Spec.HostUsers == nil || *pod.Spec.HostUsers
-	if (ns == utilsysctl.IPCNamespace && pod.Spec.HostIPC) || (ns == utilsysctl.NetNamespace && pod.Spec.HostNetwork) ||
-		(ns == utilsysctl.UserNamespace && hostUsers) {
+	if sharesWithHost(pod, ns) {
 		return fmt.Errorf("%q not allowed with host %s enabled", name, ns)
 	}
 	return nil
+}
+
+// namespaceOf finds a normalized sysctl name on the allowlist: an exact
+// entry first, then the longest family it belongs to.
+func (s *Sysctls) namespaceOf(name string) (utilsysctl.Namespace, bool) {
+	if ns, ok := s.exact[name]; ok {
+		return ns, true
+	}
+	for _, f := range s.families {
+		if strings.HasPrefix(name, f.prefix) {
+			return f.ns, true
+		}
+	}
+	return utilsysctl.UnknownNamespace, false
+}
+
+// sharesWithHost reports whether pod runs in the host's namespace of kind
+// ns, where setting a sysctl would change the node's own value. An unset
+// hostUsers means the host user namespace (the API default).
+func sharesWithHost(pod *v1.Pod, ns utilsysctl.Namespace) bool {
+	switch ns {
+	case utilsysctl.IPCNamespace:
+		return pod.Spec.HostIPC
+	case utilsysctl.NetNamespace:
+		return pod.Spec.HostNetwork
+	case utilsysctl.UserNamespace:
+		return pod.Spec.HostUsers == nil || *pod.Spec.HostUsers
+	}
+	return false
 }

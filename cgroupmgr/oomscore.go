@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/internal/qos"
 )
 
@@ -15,9 +16,6 @@ const (
 
 // Upstream's markers of a critical pod.
 const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
-	apiserverSource        = "api"
 	systemCriticalPriority = 2 * 1000000000
 	systemNodeCritical     = "system-node-critical"
 )
@@ -53,7 +51,7 @@ func OOMScoreAdj(pod *v1.Pod, container *v1.Container, memoryCapacity int64) int
 		share = podMemoryRequestSharePerContainer(pod)
 	}
 	adj := 1000 - 1000*(container.Resources.Requests.Memory().Value()+share)/memoryCapacity
-	if isSidecar(pod, container) && len(pod.Spec.Containers) > 0 {
+	if isSidecarOf(pod, container) && len(pod.Spec.Containers) > 0 {
 		least := pod.Spec.Containers[0].Resources.Requests.Memory().Value()
 		for i := 1; i < len(pod.Spec.Containers); i++ {
 			least = min(least, pod.Spec.Containers[i].Resources.Requests.Memory().Value())
@@ -84,9 +82,9 @@ func podMemoryRequestSharePerContainer(pod *v1.Pod) int64 {
 	return rest / n
 }
 
-// isSidecar: a restartable init container of pod.
-func isSidecar(pod *v1.Pod, c *v1.Container) bool {
-	if c.RestartPolicy == nil || *c.RestartPolicy != v1.ContainerRestartPolicyAlways {
+// isSidecarOf reports whether c is one of pod's init containers and a sidecar.
+func isSidecarOf(pod *v1.Pod, c *v1.Container) bool {
+	if !podutil.IsSidecar(c) {
 		return false
 	}
 	for i := range pod.Spec.InitContainers {
@@ -102,10 +100,7 @@ func isNodeCriticalPod(pod *v1.Pod) bool {
 }
 
 func isCriticalPod(pod *v1.Pod) bool {
-	if src, ok := pod.Annotations[configSourceAnnotation]; ok && src != apiserverSource {
-		return true // static
-	}
-	if _, ok := pod.Annotations[configMirrorAnnotation]; ok {
+	if podutil.IsStatic(pod) || podutil.IsMirror(pod) {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= systemCriticalPriority

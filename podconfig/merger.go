@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // updatesBuffer is the capacity of the Updates channel, as upstream.
@@ -298,11 +299,11 @@ func (r *mergeRun) filter(pods []*v1.Pod) []*v1.Pod {
 			r.logger.Error(nil, "Ignoring nil pod", "source", r.source, "index", i)
 		case pod.UID == "" || pod.Name == "":
 			r.logger.Error(nil, "Ignoring pod without UID or name", "source", r.source, "index", i, "pod", klog.KObj(pod))
-		case names[fullName(pod)] || uids[pod.UID]:
+		case names[podutil.NamespacedKey(pod)] || uids[pod.UID]:
 			r.logger.Info("Ignoring pod with a duplicate name or UID", "source", r.source, "index", i, "pod", klog.KObj(pod), "podUID", pod.UID)
 			r.m.event(pod, "Error validating pod %s from %s due to duplicate pod name %q, ignoring", klog.KObj(pod), r.source, pod.Name)
 		default:
-			names[fullName(pod)] = true
+			names[podutil.NamespacedKey(pod)] = true
 			uids[pod.UID] = true
 			kept = append(kept, pod)
 		}
@@ -352,8 +353,8 @@ func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map
 		return
 	}
 
-	name := fullName(ref)
-	if !isMirrorPod(ref) {
+	name := podutil.NamespacedKey(ref)
+	if !podutil.IsMirror(ref) {
 		if owner, taken := r.m.owners[name]; taken && owner != r.source {
 			prev, was := oldShadowed[ref.UID]
 			seq := prev.seq
@@ -387,12 +388,12 @@ func (r *mergeRun) remove(uid types.UID) {
 // release frees the name of a pod the source no longer has, unless another
 // of its pods still has it, and hands it to the earliest dropped duplicate.
 func (r *mergeRun) release(gone *v1.Pod) {
-	name := fullName(gone)
+	name := podutil.NamespacedKey(gone)
 	if r.m.owners[name] != r.source {
 		return
 	}
 	for _, pod := range r.st.pods {
-		if fullName(pod) == name && !isMirrorPod(pod) {
+		if podutil.NamespacedKey(pod) == name && !podutil.IsMirror(pod) {
 			return
 		}
 	}
@@ -404,7 +405,7 @@ func (r *mergeRun) release(gone *v1.Pod) {
 	)
 	for source, st := range r.m.state {
 		for _, sp := range st.shadowed {
-			if fullName(sp.pod) == name && (best.pod == nil || sp.seq < best.seq) {
+			if podutil.NamespacedKey(sp.pod) == name && (best.pod == nil || sp.seq < best.seq) {
 				bestSource, best = source, sp
 			}
 		}
@@ -448,13 +449,6 @@ func (m *Merger) event(pod *v1.Pod, format string, args ...any) {
 	if m.recorder != nil {
 		m.recorder.Eventf(pod, v1.EventTypeWarning, ReasonFailedValidation, format, args...)
 	}
-}
-
-func fullName(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
-
-func isMirrorPod(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[ConfigMirrorAnnotation]
-	return ok
 }
 
 func sortPods(pods []*v1.Pod) {

@@ -135,17 +135,24 @@ func newHTTPRequest(ctx context.Context, a *v1.HTTPGetAction, c *v1.Container, p
 	return req, nil
 }
 
-// sameHostRedirects follows redirects (at most 10) only while they stay on
-// the first request's host; a redirect elsewhere ends the request with the
-// redirect response itself.
-func sameHostRedirects(req *http.Request, via []*http.Request) error {
-	if req.URL.Hostname() != via[0].URL.Hostname() {
+// maxRedirects is how many same-host redirects a probe or hook follows, the
+// limit net/http's default policy has too.
+const maxRedirects = 10
+
+// sameHostRedirects is the CheckRedirect policy of probe and hook clients.
+// via holds the requests sent so far, oldest first, so via[0] is the one
+// the probe addressed. A hop to any other host is not taken: the 3xx that
+// asked for it becomes the response (http.ErrUseLastResponse), which
+// judgeResponse turns into a warning. Hops that stay on the host are taken
+// until maxRedirects have been.
+func sameHostRedirects(next *http.Request, via []*http.Request) error {
+	if origin := via[0].URL.Hostname(); next.URL.Hostname() != origin {
 		return http.ErrUseLastResponse
 	}
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+	if len(via) < maxRedirects {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("stopped after %d redirects", maxRedirects)
 }
 
 // newTransport is the transport of probes and hooks: no proxy, no keep-alive
@@ -163,9 +170,8 @@ func newTransport(d Dialer) *http.Transport {
 	}
 }
 
-// checkHTTP sends req and judges the response: 200-399 succeed (a 3xx that
-// was not followed succeeds with a warning), anything else fails, and so do
-// transport errors and timeouts.
+// checkHTTP sends req and judges the response (judgeResponse). Transport
+// errors, timeouts and an unreadable body fail the probe.
 func checkHTTP(tr http.RoundTripper, req *http.Request, timeout time.Duration) (outcome, string) {
 	client := &http.Client{Transport: tr, Timeout: timeout, CheckRedirect: sameHostRedirects}
 	resp, err := client.Do(req)
@@ -177,15 +183,23 @@ func checkHTTP(tr http.RoundTripper, req *http.Request, timeout time.Duration) (
 	if err != nil {
 		return outFailure, fmt.Sprintf("reading the response of %s: %v", req.URL, err)
 	}
-	switch {
-	case resp.StatusCode >= 300 && resp.StatusCode < 400:
-		return outWarning, fmt.Sprintf("Probe terminated redirects, Response body: %s", body)
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	return judgeResponse(resp.StatusCode, body)
+}
+
+// judgeResponse is the verdict on a response that arrived: a 2xx succeeds
+// with the body as its output; a 3xx is a redirect sameHostRedirects did
+// not take, a success worth a warning event; every other code fails. A
+// failure's message leaves the body out, since it may hold secrets and
+// ends up in events (upstream issue 99425).
+func judgeResponse(code int, body []byte) (outcome, string) {
+	switch code / 100 {
+	case 2:
 		return outSuccess, string(body)
+	case 3:
+		return outWarning, "Probe terminated redirects, Response body: " + string(body)
+	default:
+		return outFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", code)
 	}
-	// The body stays out of the message: it may hold secrets (upstream
-	// issue 99425).
-	return outFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", resp.StatusCode)
 }
 
 // checkTCP succeeds when a connection to addr opens within timeout.

@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -310,4 +311,62 @@ func TestGRPCProbe(t *testing.T) {
 			t.Errorf("= %v %q", out, msg)
 		}
 	})
+}
+
+func TestJudgeResponse(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want outcome
+		msg  string
+	}{
+		{101, outFailure, "HTTP probe failed with statuscode: 101"},
+		{199, outFailure, "HTTP probe failed with statuscode: 199"},
+		{200, outSuccess, "body"},
+		{204, outSuccess, "body"},
+		{299, outSuccess, "body"},
+		{300, outWarning, "Probe terminated redirects, Response body: body"},
+		{302, outWarning, "Probe terminated redirects, Response body: body"},
+		{399, outWarning, "Probe terminated redirects, Response body: body"},
+		{400, outFailure, "HTTP probe failed with statuscode: 400"},
+		{503, outFailure, "HTTP probe failed with statuscode: 503"},
+	} {
+		got, msg := judgeResponse(tc.code, []byte("body"))
+		if got != tc.want || msg != tc.msg {
+			t.Errorf("judgeResponse(%d) = %v, %q; want %v, %q", tc.code, got, msg, tc.want, tc.msg)
+		}
+	}
+}
+
+func TestSameHostRedirects(t *testing.T) {
+	req := func(raw string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := req("http://10.0.0.1:8080/healthz")
+	chain := func(n int) []*http.Request {
+		via := []*http.Request{first}
+		for len(via) < n {
+			via = append(via, req("http://10.0.0.1:8080/hop"))
+		}
+		return via
+	}
+	for _, tc := range []struct {
+		name string
+		next string
+		via  []*http.Request
+		want string
+	}{
+		{"same host, other port", "http://10.0.0.1:9090/x", chain(1), "<nil>"},
+		{"same host, ninth hop", "http://10.0.0.1:8080/x", chain(9), "<nil>"},
+		{"same host, tenth hop", "http://10.0.0.1:8080/x", chain(10), "stopped after 10 redirects"},
+		{"other host", "http://10.0.0.2:8080/x", chain(1), http.ErrUseLastResponse.Error()},
+		{"other host beats the limit", "http://example.invalid/x", chain(10), http.ErrUseLastResponse.Error()},
+	} {
+		if got := fmt.Sprint(sameHostRedirects(req(tc.next), tc.via)); got != tc.want {
+			t.Errorf("%s: sameHostRedirects = %s, want %s", tc.name, got, tc.want)
+		}
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // MirrorClient creates and deletes mirror pods: the API server's read-only
@@ -97,7 +99,7 @@ func (c *MirrorClient) CreateMirrorPod(ctx context.Context, static *v1.Pod) erro
 // that UID. It reports whether a pod was deleted: a missing pod or a UID
 // mismatch is (false, nil). A malformed name or an API failure is an error.
 func (c *MirrorClient) DeleteMirrorPod(ctx context.Context, fullName string, uid *types.UID) (bool, error) {
-	name, namespace, err := parsePodFullName(fullName)
+	name, namespace, err := podutil.ParseFullName(fullName)
 	if err != nil {
 		return false, fmt.Errorf("%w: DeleteMirrorPod: %w", ErrInvalid, err)
 	}

@@ -10,44 +10,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit/internal/podstatus"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // Annotations the pod sources stamp on pods (see podconfig).
 const (
-	annotationConfigSource = "kubernetes.io/config.source"
-	annotationConfigHash   = "kubernetes.io/config.hash"
-	sourceAPI              = "api"
+	annotationConfigSource = podutil.ConfigSourceAnnotation
+	annotationConfigHash   = podutil.ConfigHashAnnotation
 )
 
 // maxTerminationMessageBytes is shared by all containers of a pod.
 const maxTerminationMessageBytes = 12 * 1024
-
-// isStatic reports whether pod came from a source other than the API server
-// (a manifest file or URL); its status is published to its mirror pod.
-func isStatic(pod *v1.Pod) bool {
-	src, ok := pod.Annotations[annotationConfigSource]
-	return ok && src != sourceAPI
-}
-
-// isMirror reports whether pod is the API server's copy of a static pod.
-func isMirror(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[v1.MirrorPodAnnotationKey]
-	return ok
-}
-
-// podFullName is the name_namespace key static and mirror pods share.
-func podFullName(name, namespace string) string { return name + "_" + namespace }
-
-// parsePodFullName splits a name_namespace key. Neither part may be empty
-// or hold another underscore (names and namespaces never do).
-func parsePodFullName(full string) (name, namespace string, err error) {
-	name, namespace, found := strings.Cut(full, "_")
-	if !found || name == "" || namespace == "" || strings.Contains(namespace, "_") {
-		return "", "", fmt.Errorf("pod full name %q is not of the form name_namespace", full)
-	}
-	return name, namespace, nil
-}
 
 // findContainerStatus returns the status of the container with the given
 // "type://id" among the regular and init containers of st.
@@ -80,10 +54,6 @@ func specByName(list []v1.Container, name string) (v1.Container, bool) {
 	return v1.Container{}, false
 }
 
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // mayRestart reports whether a container that exited with code is allowed
 // to run again, by the rule the sync loop follows (restartrules).
 func mayRestart(c v1.Container, spec *v1.PodSpec, code int32) bool {
@@ -103,7 +73,7 @@ func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error 
 				continue
 			}
 			c, found := specByName(specs, o.Name)
-			if skipSidecars && found && isSidecar(&c) {
+			if skipSidecars && found && podutil.IsSidecar(&c) {
 				continue
 			}
 			code := o.State.Terminated.ExitCode
@@ -165,7 +135,7 @@ func hasInitialized(pod *v1.Pod, st *v1.PodStatus) bool {
 	if !ok {
 		return false
 	}
-	if isSidecar(&c) {
+	if podutil.IsSidecar(&c) {
 		return last.State.Running != nil && last.Started != nil && *last.Started
 	}
 	for _, t := range []*v1.ContainerStateTerminated{last.LastTerminationState.Terminated, last.State.Terminated} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/podstatus"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Errors the Manager's setters return. Test with errors.Is.
@@ -255,7 +256,7 @@ func (m *Manager) TerminatePod(pod *v1.Pod) error {
 	for i := range triedPrefix(st.InitContainerStatuses) {
 		markTerminated(&st.InitContainerStatuses[i])
 	}
-	if !isStatic(pod) && !podstatus.IsTerminal(st.Phase) {
+	if !podutil.IsStatic(pod) && !podstatus.IsTerminal(st.Phase) {
 		st.Phase = v1.PodFailed
 	}
 	return m.updateLocked(pod, *st)
@@ -316,13 +317,13 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 	switch {
 	case e != nil:
 		old = &e.status
-	case isStatic(pod):
+	case podutil.IsStatic(pod):
 		// A static pod's first status builds on its mirror pod's, if that
 		// mirror is of this very version of the static pod (a stale mirror
 		// of an earlier version says nothing about this one).
 		old = &v1.PodStatus{}
 		if m.mirrors != nil {
-			mp, ok := m.mirrors.GetMirrorPod(podFullName(pod.Name, pod.Namespace))
+			mp, ok := m.mirrors.GetMirrorPod(podutil.FullName(pod))
 			if ok && mp.Annotations[v1.MirrorPodAnnotationKey] == pod.Annotations[annotationConfigHash] {
 				old = &mp.Status
 			}

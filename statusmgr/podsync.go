@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/internal/podstatus"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // job is one pod's share of a sync: publish its status, delete it, or both
@@ -150,14 +151,14 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 				pod, api = p, p
 			}
 		}
-		static := isStatic(s.pod)
+		static := podutil.IsStatic(s.pod)
 		target := pod
 		if static && m.mirrors != nil {
 			// With mirror pods (an API server), a static pod's status goes to
 			// its mirror — only to a mirror of this very version: a stale
 			// one belongs to the previous manifest. Without mirrors the
 			// static pod itself is published, so a vendor's sink sees it.
-			mp, ok := m.mirrors.GetMirrorPod(podFullName(s.pod.Name, s.pod.Namespace))
+			mp, ok := m.mirrors.GetMirrorPod(podutil.FullName(s.pod))
 			if !ok || mp.Annotations[v1.MirrorPodAnnotationKey] != s.pod.Annotations[annotationConfigHash] {
 				continue
 			}
@@ -169,7 +170,7 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 		if !publish && all {
 			publish = api == nil || !matchesAPI(s.pod, &api.Status, &s.status)
 		}
-		remove := s.reclaimed && !static && !isMirror(pod) && pod.DeletionTimestamp != nil && podstatus.IsTerminal(s.status.Phase)
+		remove := s.reclaimed && !static && !podutil.IsMirror(pod) && pod.DeletionTimestamp != nil && podstatus.IsTerminal(s.status.Phase)
 		if publish || remove {
 			jobs = append(jobs, job{uid: s.uid, pod: pod, target: target, status: s.status, version: s.version, publish: publish, remove: remove})
 		}

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // ProbeKind names a probe.
@@ -227,19 +228,19 @@ func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash f
 		c := &inits[i]
 		cs := st.FindContainer(c.Name)
 		if cs == nil {
-			if previous && isSidecar(c) {
+			if previous && podutil.IsSidecar(c) {
 				start = append(start, i)
 			}
 			continue
 		}
-		if previous && !isSidecar(c) {
+		if previous && !podutil.IsSidecar(c) {
 			continue
 		}
 		switch cs.State {
 		case nodekit.StateCreated:
 			start = append(start, i)
 		case nodekit.StateRunning:
-			if !isSidecar(c) {
+			if !podutil.IsSidecar(c) {
 				break // wait for it to finish
 			}
 			if c.StartupProbe != nil {
@@ -275,7 +276,7 @@ func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash f
 				}
 			}
 		case nodekit.StateExited:
-			if isSidecar(c) {
+			if podutil.IsSidecar(c) {
 				start = append(start, i)
 				break
 			}
@@ -294,7 +295,7 @@ func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash f
 				start = append(start, i+1)
 			}
 		default:
-			if !isSidecar(c) {
+			if !podutil.IsSidecar(c) {
 				restart := restartOnFailure(pod)
 				if c.RestartPolicy != nil {
 					restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever

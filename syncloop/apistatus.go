@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/podstatus"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // waitReason is why a container is not running, from the last sync.
@@ -157,7 +158,7 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 			}
 			st.ImageID, st.ContainerID = prev.ImageID, prev.ContainerID
 		}
-		if init && !isSidecar(c) {
+		if init && !podutil.IsSidecar(c) {
 			// A regular init container is ready once it has completed, and
 			// not while it runs or after it failed, as upstream's prober
 			// manager reports it: Initialized reads this.
@@ -239,11 +240,4 @@ func findSpec(cs []v1.Container, name string) *v1.Container {
 		}
 	}
 	return nil
-}
-
-// isStatic reports whether a pod came from a file or URL rather than the
-// API server.
-func isStatic(pod *v1.Pod) bool {
-	src := pod.Annotations["kubernetes.io/config.source"]
-	return src != "" && src != nodekit.SourceAPI
 }

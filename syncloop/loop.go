@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/pleg"
 )
 
@@ -288,7 +289,7 @@ func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
 	case nodekit.UPDATE, nodekit.DELETE:
 		for _, p := range u.Pods {
 			l.store.set(p)
-			if isMirror(p) {
+			if podutil.IsMirror(p) {
 				if sp := l.store.staticFor(p); sp != nil {
 					l.dispatch(ctx, sp, UpdateSpec)
 				}
@@ -299,7 +300,7 @@ func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
 	case nodekit.REMOVE:
 		for _, p := range u.Pods {
 			l.store.remove(p)
-			if isMirror(p) {
+			if podutil.IsMirror(p) {
 				if sp := l.store.staticFor(p); sp != nil {
 					l.dispatch(ctx, sp, UpdateSync) // recreate the mirror
 				}
@@ -310,7 +311,7 @@ func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
 	case nodekit.RECONCILE:
 		for _, p := range u.Pods {
 			l.store.set(p)
-			if !isMirror(p) && (len(p.Spec.ReadinessGates) > 0 || p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) {
+			if !podutil.IsMirror(p) && (len(p.Spec.ReadinessGates) > 0 || p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded) {
 				l.dispatch(ctx, p, UpdateSync)
 			}
 		}
@@ -331,7 +332,7 @@ func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
 		l.store.set(p)
 	}
 	for _, p := range pods {
-		if isMirror(p) {
+		if podutil.IsMirror(p) {
 			if sp := l.store.staticFor(p); sp != nil {
 				l.dispatch(ctx, sp, UpdateSync)
 			}
@@ -345,7 +346,7 @@ func (l *Loop) handleAdd(ctx context.Context, pods []*v1.Pod) {
 // whose previous version is still terminating.
 func (l *Loop) addPod(ctx context.Context, p *v1.Pod) {
 	_, known := l.workers.Phase(p.UID)
-	if !known && isStatic(p) && l.workers.Busy(fullName(p), p.UID) {
+	if !known && podutil.IsStatic(p) && l.workers.Busy(podutil.FullName(p), p.UID) {
 		l.waitMu.Lock()
 		l.waiting[p.UID] = p
 		l.waitMu.Unlock()
@@ -372,7 +373,7 @@ func (l *Loop) startWaiting(ctx context.Context) {
 			}
 			continue
 		}
-		if !l.workers.Busy(fullName(p), uid) {
+		if !l.workers.Busy(podutil.FullName(p), uid) {
 			delete(l.waiting, uid)
 			ready = append(ready, p)
 		}
@@ -540,7 +541,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	if l.cfg.Mirror != nil {
 		for _, m := range l.store.orphanMirrors() {
 			uid := m.UID
-			if _, err := l.cfg.Mirror.DeleteMirrorPod(ctx, fullName(m), &uid); err != nil {
+			if _, err := l.cfg.Mirror.DeleteMirrorPod(ctx, podutil.FullName(m), &uid); err != nil {
 				logger.Error(err, "Housekeeping: unable to delete an orphaned mirror pod", "pod", klog.KObj(m))
 			}
 		}

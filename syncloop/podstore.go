@@ -6,18 +6,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
-
-// annotationMirror marks a mirror pod (the API object of a static pod).
-const annotationMirror = "kubernetes.io/config.mirror"
-
-func isMirror(pod *v1.Pod) bool {
-	_, ok := pod.Annotations[annotationMirror]
-	return ok
-}
-
-// fullName is upstream's pod full name, NAME_NAMESPACE.
-func fullName(pod *v1.Pod) string { return pod.Name + "_" + pod.Namespace }
 
 // PodStore holds the pods the agent was told to run, and the mirror pods
 // of its static pods, by UID and by full name. It is shared state: a main
@@ -39,8 +30,8 @@ func NewPodStore() *PodStore {
 func (s *PodStore) set(pod *v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if isMirror(pod) {
-		s.mirrors[fullName(pod)] = pod
+	if podutil.IsMirror(pod) {
+		s.mirrors[podutil.FullName(pod)] = pod
 		return
 	}
 	s.pods[pod.UID] = pod
@@ -49,9 +40,9 @@ func (s *PodStore) set(pod *v1.Pod) {
 func (s *PodStore) remove(pod *v1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if isMirror(pod) {
-		if m, ok := s.mirrors[fullName(pod)]; ok && m.UID == pod.UID {
-			delete(s.mirrors, fullName(pod))
+	if podutil.IsMirror(pod) {
+		if m, ok := s.mirrors[podutil.FullName(pod)]; ok && m.UID == pod.UID {
+			delete(s.mirrors, podutil.FullName(pod))
 		}
 		return
 	}
@@ -79,7 +70,7 @@ func (s *PodStore) get(uid types.UID) (*v1.Pod, bool) {
 func (s *PodStore) mirrorOf(pod *v1.Pod) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return s.mirrors[fullName(pod)]
+	return s.mirrors[podutil.FullName(pod)]
 }
 
 // mirrorByFullName returns a mirror pod by NAME_NAMESPACE.
@@ -95,7 +86,7 @@ func (s *PodStore) staticFor(mirror *v1.Pod) *v1.Pod {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, p := range s.pods {
-		if fullName(p) == fullName(mirror) && isStatic(p) {
+		if podutil.FullName(p) == podutil.FullName(mirror) && podutil.IsStatic(p) {
 			return p
 		}
 	}
@@ -120,8 +111,8 @@ func (s *PodStore) orphanMirrors() []*v1.Pod {
 	defer s.mu.RUnlock()
 	static := map[string]bool{}
 	for _, p := range s.pods {
-		if isStatic(p) {
-			static[fullName(p)] = true
+		if podutil.IsStatic(p) {
+			static[podutil.FullName(p)] = true
 		}
 	}
 	var out []*v1.Pod

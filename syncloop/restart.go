@@ -7,11 +7,6 @@ import (
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
-// isSidecar reports whether an init container is restartable (a sidecar).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // shouldRestart is whether c runs again after exiting with exitCode: its
 // restart rules, its own restart policy, then the pod's (restartrules, which
 // the status manager and the probe workers use too).

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Crash-loop and image-pull back-off, as upstream.
@@ -137,7 +138,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	if s.workers != nil {
 		s.workers.AddPod(ctx, pod)
 	}
-	if isStatic(pod) && s.mirror != nil {
+	if podutil.IsStatic(pod) && s.mirror != nil {
 		if err := s.ensureMirror(ctx, pod, mirror); err != nil {
 			logger.Error(err, "Unable to create a mirror pod", "pod", klog.KObj(pod))
 		}
@@ -343,7 +344,7 @@ func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
 			return nil
 		}
 		uid := mirror.UID
-		if _, err := s.mirror.DeleteMirrorPod(ctx, fullName(mirror), &uid); err != nil {
+		if _, err := s.mirror.DeleteMirrorPod(ctx, podutil.FullName(mirror), &uid); err != nil {
 			return err
 		}
 	}

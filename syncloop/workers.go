@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // UpdateType says why a pod worker is asked to run.
@@ -423,7 +424,7 @@ func (w *workers) Busy(name string, uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for id, wk := range w.pods {
-		if id != uid && wk.pod != nil && fullName(wk.pod) == name && wk.phase != phaseFinished {
+		if id != uid && wk.pod != nil && podutil.FullName(wk.pod) == name && wk.phase != phaseFinished {
 			return true
 		}
 	}

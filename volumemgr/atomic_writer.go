@@ -128,31 +128,44 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time, s
 	return errors.Join(errs...)
 }
 
-// validateProjectionPath refuses paths that are empty, absolute, too long,
-// contain a ".." element or start with "..", with upstream's messages.
+// validateProjectionPath refuses a payload path that could escape dir or
+// shadow the writer's own names. The rules and messages are upstream's
+// atomic writer's, so a pod sees the same error from nodekit as from kubelet.
 func validateProjectionPath(p string) error {
-	if p == "" {
-		return fmt.Errorf("invalid path: must not be empty: %q", p)
-	}
-	if path.IsAbs(p) {
-		return fmt.Errorf("invalid path: must be relative path: %s", p)
-	}
-	if len(p) > maxPathLen {
-		return fmt.Errorf("invalid path: must be less than or equal to %d characters", maxPathLen)
-	}
-	parts := strings.Split(p, "/")
-	for _, part := range parts {
-		if part == ".." {
-			return fmt.Errorf("invalid path: must not contain '..': %s", p)
-		}
-		if len(part) > maxNameLen {
-			return fmt.Errorf("invalid path: filenames must be less than or equal to %d characters", maxNameLen)
-		}
-	}
-	if strings.HasPrefix(parts[0], "..") && len(parts[0]) > 2 {
-		return fmt.Errorf("invalid path: must not start with '..': %s", p)
+	if problem := projectionPathProblem(p); problem != "" {
+		return errors.New("invalid path: " + problem)
 	}
 	return nil
+}
+
+// projectionPathProblem names the first rule p breaks, or "" when it
+// breaks none. Whole-path rules come first, then each element in order;
+// the ".." prefix of the first element is checked last, once no element
+// is ".." itself.
+func projectionPathProblem(p string) string {
+	switch {
+	case p == "":
+		return `must not be empty: ""`
+	case path.IsAbs(p):
+		return "must be relative path: " + p
+	case len(p) > maxPathLen:
+		return fmt.Sprintf("must be less than or equal to %d characters", maxPathLen)
+	}
+	for elem := range strings.SplitSeq(p, "/") {
+		if elem == ".." {
+			return "must not contain '..': " + p
+		}
+		if len(elem) > maxNameLen {
+			return fmt.Sprintf("filenames must be less than or equal to %d characters", maxNameLen)
+		}
+	}
+	// ..data and the version directories live at the top of dir; a top
+	// element like "..data" would replace them. A bare ".." was refused
+	// above.
+	if top, _, _ := strings.Cut(p, "/"); len(top) > len("..") && strings.HasPrefix(top, "..") {
+		return "must not start with '..': " + p
+	}
+	return ""
 }
 
 // stalePaths returns the paths of the old version (files and directories,

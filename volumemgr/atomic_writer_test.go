@@ -150,6 +150,15 @@ func TestValidateProjectionPath(t *testing.T) {
 		{"..", "invalid path: must not contain '..': .."},
 		{strings.Repeat("x", 256), "invalid path: filenames must be less than or equal to 255 characters"},
 		{strings.Repeat("x/", 2049), "invalid path: must be less than or equal to 4096 characters"},
+		{strings.Repeat("x", 255), ""},
+		{"a/" + strings.Repeat("x", 256), "invalid path: filenames must be less than or equal to 255 characters"},
+		{"..data", "invalid path: must not start with '..': ..data"},
+		{"a/..b", ""},
+		{"...", "invalid path: must not start with '..': ..."},
+		{"./a", ""},
+		{"..a/../b", "invalid path: must not contain '..': ..a/../b"},
+		{"a/" + strings.Repeat("x", 256) + "/..", "invalid path: filenames must be less than or equal to 255 characters"},
+		{"/" + strings.Repeat("x", 4096), "invalid path: must be relative path: /" + strings.Repeat("x", 4096)},
 	} {
 		err := validateProjectionPath(tc.path)
 		if got := fmt.Sprint(err); (tc.err == "" && err != nil) || (tc.err != "" && got != tc.err) {

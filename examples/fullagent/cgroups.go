@@ -115,12 +115,18 @@ func (pc *podCgroups) options(next nodekit.ContainerOptionsFunc) nodekit.Contain
 }
 
 // cgroupPods is what cleanup needs of the agent: which pods may still
-// have processes.
+// have processes, and the per-pod state to drop with the pods that do not.
 type cgroupPods interface {
 	// keep returns the UIDs of pods not yet cleaned up or still running
 	// in the runtime, and whether every source has been seen.
 	keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool)
+	// forgetClasses drops the runtime handlers of pods not in keep.
+	forgetClasses(keep map[types.UID]bool)
+	// forgetResizes drops the resize allocations of pods not in keep.
+	forgetResizes(ctx context.Context, keep map[types.UID]bool)
 }
+
+var _ cgroupPods = (*agent)(nil)
 
 // step reconciles the QoS tiers and removes the cgroups of pods that are
 // gone.
@@ -130,14 +136,8 @@ func (pc *podCgroups) step(ctx context.Context, pods cgroupPods) {
 	if !ready {
 		return
 	}
-	if f, ok := pods.(interface{ forgetClasses(map[types.UID]bool) }); ok {
-		f.forgetClasses(keep)
-	}
-	if f, ok := pods.(interface {
-		forgetResizes(context.Context, map[types.UID]bool)
-	}); ok {
-		f.forgetResizes(ctx, keep)
-	}
+	pods.forgetClasses(keep)
+	pods.forgetResizes(ctx, keep)
 	if pc.m == nil {
 		return
 	}

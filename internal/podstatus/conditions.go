@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // OwnedByKubelet reports whether the node agent owns pod conditions of type
@@ -136,9 +137,9 @@ func Initialized(pod *v1.Pod, old *v1.PodStatus, statuses []v1.ContainerStatus, 
 		switch {
 		case st == nil:
 			unknown = append(unknown, c.Name)
-		case isSidecar(c) && (st.Started == nil || !*st.Started):
+		case podutil.IsSidecar(c) && (st.Started == nil || !*st.Started):
 			incomplete = append(incomplete, c.Name)
-		case !isSidecar(c) && !st.Ready:
+		case !podutil.IsSidecar(c) && !st.Ready:
 			incomplete = append(incomplete, c.Name)
 		}
 	}
@@ -182,7 +183,7 @@ func ContainersReady(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.PodPha
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if podutil.IsSidecar(&pod.Spec.InitContainers[i]) {
 			visit(&pod.Spec.InitContainers[i])
 		}
 	}

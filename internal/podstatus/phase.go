@@ -3,25 +3,13 @@ package podstatus
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // IsTerminal reports whether p is Succeeded or Failed: a pod in such a
 // phase never runs again and never leaves it.
 func IsTerminal(p v1.PodPhase) bool { return p == v1.PodSucceeded || p == v1.PodFailed }
-
-// isSidecar reports whether an init container is restartable (a sidecar).
-func isSidecar(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
-// isStatic reports whether the pod came from a source other than the API
-// server: any config.source annotation but "api", an empty one included.
-func isStatic(pod *v1.Pod) bool {
-	src, ok := pod.Annotations["kubernetes.io/config.source"]
-	return ok && src != nodekit.SourceAPI
-}
 
 func statusOf(statuses []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	for i := range statuses {
@@ -138,7 +126,7 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, terminal, initialized boo
 	var n phaseCounts
 	for i := range spec.InitContainers {
 		c := &spec.InitContainers[i]
-		if isSidecar(c) {
+		if podutil.IsSidecar(c) {
 			n.sidecar(statusOf(statuses, c.Name))
 		} else {
 			n.initContainer(c, spec, statusOf(statuses, c.Name))
@@ -159,7 +147,7 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, terminal, initialized boo
 		// A terminal pod's containers do not restart, whatever their
 		// policy; but static pods never get a terminal phase from
 		// termination alone (upstream's TODO #116484).
-		final := terminal && !isStatic(pod)
+		final := terminal && !podutil.IsStatic(pod)
 		switch {
 		case !final && n.stopped != n.stoppedFinal:
 			return v1.PodRunning
