@@ -125,7 +125,10 @@ type ChainConfig struct {
 	Resources nodekit.Admitter // the topology manager, which has the CPU and memory managers allocate
 	Devices   nodekit.Admitter // device plugins (devicemgr.Manager)
 	AppArmor  nodekit.Admitter // *AppArmor
-	Shutdown  nodekit.Admitter // graceful node shutdown (shutdown.Manager)
+	// DeclaredFeatures refuses pods needing a feature the node does not
+	// declare (*DeclaredFeatures); after AppArmor, as upstream.
+	DeclaredFeatures nodekit.Admitter
+	Shutdown         nodekit.Admitter // graceful node shutdown (shutdown.Manager)
 
 	// Custom are the agent's own policies, run last in the order given.
 	Custom []nodekit.Admitter
@@ -136,7 +139,7 @@ type ChainConfig struct {
 // reason upstream would report:
 //
 //	Eviction, Sysctls, Resources, Devices, the built-in predicates
-//	(Builtins), AppArmor, Shutdown, then Custom
+//	(Builtins), AppArmor, DeclaredFeatures, Shutdown, then Custom
 //
 // Hand the result to the loop (syncloop.Config.Admitters) or to NewChain.
 func DefaultChain(cfg ChainConfig) []nodekit.Admitter {
@@ -144,10 +147,10 @@ func DefaultChain(cfg ChainConfig) []nodekit.Admitter {
 	if builtins == nil {
 		builtins = Builtins(cfg.Node)
 	}
-	ordered := make([]nodekit.Admitter, 0, 6+len(builtins)+len(cfg.Custom))
+	ordered := make([]nodekit.Admitter, 0, 7+len(builtins)+len(cfg.Custom))
 	ordered = append(ordered, cfg.Eviction, cfg.Sysctls, cfg.Resources, cfg.Devices)
 	ordered = append(ordered, builtins...)
-	ordered = append(ordered, cfg.AppArmor, cfg.Shutdown)
+	ordered = append(ordered, cfg.AppArmor, cfg.DeclaredFeatures, cfg.Shutdown)
 	ordered = append(ordered, cfg.Custom...)
 	out := ordered[:0]
 	for _, a := range ordered {
