@@ -85,9 +85,10 @@ type FreshNodeGetter interface {
 //	OS, SupplementalGroupsPolicy, ResourceFit, NodeAffinity, NodeName,
 //	NodePorts, TaintToleration, PodFeatures
 //
-// PodFeatures (upstream's pod-features and declared-features handlers)
-// refuses pods needing what nodekit does not implement (DRA claims, the
-// RestartAllContainers restart action); it is last, as upstream.
+// PodFeatures (as upstream's pod-features handler) refuses pods needing
+// what nodekit does not implement (DRA claims, the RestartAllContainers
+// restart action); it is last, as upstream. Upstream's declared-features
+// handler is DeclaredFeatures, chained after AppArmor (ChainConfig).
 //
 // The other upstream admit handlers live in the packages that own their
 // subsystem. To keep upstream's precedence an agent chains them around these:
