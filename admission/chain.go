@@ -85,9 +85,10 @@ type FreshNodeGetter interface {
 //	OS, SupplementalGroupsPolicy, ResourceFit, NodeAffinity, NodeName,
 //	NodePorts, TaintToleration, PodFeatures
 //
-// PodFeatures (upstream's pod-features and declared-features handlers)
-// refuses pods needing what nodekit does not implement (DRA claims, the
-// RestartAllContainers restart action); it is last, as upstream.
+// PodFeatures (as upstream's pod-features handler) refuses pods needing
+// what nodekit does not implement (DRA claims, the RestartAllContainers
+// restart action); it is last, as upstream. Upstream's declared-features
+// handler is DeclaredFeatures, chained after AppArmor (ChainConfig).
 //
 // The other upstream admit handlers live in the packages that own their
 // subsystem. To keep upstream's precedence an agent chains them around these:
@@ -125,7 +126,10 @@ type ChainConfig struct {
 	Resources nodekit.Admitter // the topology manager, which has the CPU and memory managers allocate
 	Devices   nodekit.Admitter // device plugins (devicemgr.Manager)
 	AppArmor  nodekit.Admitter // *AppArmor
-	Shutdown  nodekit.Admitter // graceful node shutdown (shutdown.Manager)
+	// DeclaredFeatures refuses pods needing a feature the node does not
+	// declare (*DeclaredFeatures); after AppArmor, as upstream.
+	DeclaredFeatures nodekit.Admitter
+	Shutdown         nodekit.Admitter // graceful node shutdown (shutdown.Manager)
 
 	// Custom are the agent's own policies, run last in the order given.
 	Custom []nodekit.Admitter
@@ -136,7 +140,7 @@ type ChainConfig struct {
 // reason upstream would report:
 //
 //	Eviction, Sysctls, Resources, Devices, the built-in predicates
-//	(Builtins), AppArmor, Shutdown, then Custom
+//	(Builtins), AppArmor, DeclaredFeatures, Shutdown, then Custom
 //
 // Hand the result to the loop (syncloop.Config.Admitters) or to NewChain.
 func DefaultChain(cfg ChainConfig) []nodekit.Admitter {
@@ -144,10 +148,10 @@ func DefaultChain(cfg ChainConfig) []nodekit.Admitter {
 	if builtins == nil {
 		builtins = Builtins(cfg.Node)
 	}
-	ordered := make([]nodekit.Admitter, 0, 6+len(builtins)+len(cfg.Custom))
+	ordered := make([]nodekit.Admitter, 0, 7+len(builtins)+len(cfg.Custom))
 	ordered = append(ordered, cfg.Eviction, cfg.Sysctls, cfg.Resources, cfg.Devices)
 	ordered = append(ordered, builtins...)
-	ordered = append(ordered, cfg.AppArmor, cfg.Shutdown)
+	ordered = append(ordered, cfg.AppArmor, cfg.DeclaredFeatures, cfg.Shutdown)
 	ordered = append(ordered, cfg.Custom...)
 	out := ordered[:0]
 	for _, a := range ordered {

@@ -89,13 +89,13 @@ func TestDefaultChainOrder(t *testing.T) {
 	all := admission.DefaultChain(admission.ChainConfig{
 		Builtins: []nodekit.Admitter{r("builtin1"), r("builtin2")},
 		Eviction: r("eviction"), Sysctls: r("sysctls"), Resources: r("resources"), Devices: r("devices"),
-		AppArmor: r("apparmor"), Shutdown: r("shutdown"),
+		AppArmor: r("apparmor"), DeclaredFeatures: r("declared"), Shutdown: r("shutdown"),
 		Custom: []nodekit.Admitter{r("custom1"), nil, r("custom2")},
 	})
 	if d := admission.NewChain(all...).Admit(context.Background(), nodekit.AdmitRequest{Pod: pod("p", "")}); d != nodekit.Admitted {
 		t.Fatalf("all admitting: got %+v", d)
 	}
-	want := []string{"eviction", "sysctls", "resources", "devices", "builtin1", "builtin2", "apparmor", "shutdown", "custom1", "custom2"}
+	want := []string{"eviction", "sysctls", "resources", "devices", "builtin1", "builtin2", "apparmor", "declared", "shutdown", "custom1", "custom2"}
 	if !reflect.DeepEqual(asked, want) || len(all) != len(want) {
 		t.Errorf("asked %v (%d admitters), want %v", asked, len(all), want)
 	}

@@ -6,7 +6,9 @@
 // allowedUnsafeSysctls, SysctlForbidden otherwise); AppArmor (profiles the
 // host cannot enforce, reason AppArmor); and PodFeatures, which refuses pods
 // needing what nodekit does not build (DRA resource claims, the
-// RestartAllContainers restart action) with PodFeatureUnsupported. Each
+// RestartAllContainers restart action) with PodFeatureUnsupported; and
+// DeclaredFeatures, which refuses a pod needing a node feature the node does
+// not declare in status.declaredFeatures (same reason). Each
 // built-in rejects with upstream v1.37's Reason and Message (OutOfcpu,
 // NodeAffinity, ...), so rejected pods look the same as under kubelet.
 //

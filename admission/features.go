@@ -20,8 +20,9 @@ const (
 )
 
 // PodFeatures rejects a pod that needs a node feature nodekit does not
-// implement, instead of running it without: upstream kubelet's pod-features
-// and declared-features admit handlers, whose reason is
+// implement, instead of running it without, as upstream kubelet's
+// pod-features and declared-features admit handlers (see DeclaredFeatures
+// for the latter, which reads the node's declared list), whose reason is
 // PodFeatureUnsupported and whose message starts "Pod requires node
 // features that are not available: ". It checks, in order:
 //

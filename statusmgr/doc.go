@@ -15,7 +15,9 @@
 // precondition, final deletion with grace period 0) and MirrorClient creates
 // and deletes mirror pods. NodeReporter registers the Node and keeps its
 // status — capacity from a MachineInfo, addresses, nodeInfo, conditions from
-// pluggable providers — fresh; Heartbeat renews the node's Lease. All of
+// pluggable providers, status.declaredFeatures (DeclaredFeatures computes
+// it from the gates as kubelet v1.37.2) — fresh; Heartbeat renews the
+// node's Lease. All of
 // them work with the node's own credentials.
 //
 // The decisions it makes about a status — Ready and ContainersReady after a

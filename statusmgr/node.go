@@ -103,6 +103,12 @@ type NodeConfig struct {
 	// MemoryPressure, DiskPressure and PIDPressure never (see
 	// PressureCondition). Other types may be added.
 	Conditions map[v1.NodeConditionType]ConditionProvider
+	// DeclaredFeatures is status.declaredFeatures, the node features the
+	// scheduler matches pods' needs against; compute it with
+	// DeclaredFeatures(DeclaredFeaturesConfig). Nil leaves the field as it
+	// is (off, as upstream with the NodeDeclaredFeatures gate off); an
+	// empty list clears it.
+	DeclaredFeatures []string
 	// Setters fill further status fields.
 	Setters []StatusSetter
 	// Cached, when set, returns the Node from a local cache (an informer
@@ -255,6 +261,12 @@ func validateNodeConfig(cfg *NodeConfig) error {
 	for name, q := range cfg.Reserved {
 		if q.Sign() < 0 {
 			bad("Reserved", "%s is negative", name)
+		}
+	}
+	for i := 1; i < len(cfg.DeclaredFeatures); i++ {
+		if cfg.DeclaredFeatures[i-1] >= cfg.DeclaredFeatures[i] {
+			bad("DeclaredFeatures", "%q and %q: the list must be sorted, without repeats", cfg.DeclaredFeatures[i-1], cfg.DeclaredFeatures[i])
+			break
 		}
 	}
 	return errors.Join(errs...)

@@ -54,6 +54,9 @@ func (r *NodeReporter) setStatus(ctx context.Context, node *v1.Node) error {
 		}
 	}
 	node.Status.DaemonEndpoints.KubeletEndpoint.Port = r.cfg.KubeletPort
+	if r.cfg.DeclaredFeatures != nil {
+		node.Status.DeclaredFeatures = slices.Clone(r.cfg.DeclaredFeatures)
+	}
 
 	addrs, err := r.addresses()
 	if err != nil {

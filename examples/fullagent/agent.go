@@ -49,20 +49,24 @@ type agent struct {
 	nodeName string
 	cfg      *kubeletv1beta1.KubeletConfiguration
 	gates    featuregate.FeatureGate // kubelet v1.37's gates as configured
-	client   kubernetes.Interface    // nil when standalone
-	runtime  *criruntime.Runtime
-	merger   *podconfig.Merger
-	pleg     pleg.PLEG
-	status   *statusmgr.Manager
-	probes   *probes.Manager
-	volumes  *volumemgr.Manager
-	rootDir  string
-	pods     *syncloop.PodStore // built first; the loop fills it
-	loop     *syncloop.Loop
-	node     *statusmgr.NodeReporter
-	lease    *statusmgr.Heartbeat
-	informer informers.SharedInformerFactory
-	events   record.EventBroadcaster
+	// declared is status.declaredFeatures and declaredAdmit refuses pods
+	// needing others (declaredfeatures.go); nil with the gate off.
+	declared      []string
+	declaredAdmit nodekit.Admitter
+	client        kubernetes.Interface // nil when standalone
+	runtime       *criruntime.Runtime
+	merger        *podconfig.Merger
+	pleg          pleg.PLEG
+	status        *statusmgr.Manager
+	probes        *probes.Manager
+	volumes       *volumemgr.Manager
+	rootDir       string
+	pods          *syncloop.PodStore // built first; the loop fills it
+	loop          *syncloop.Loop
+	node          *statusmgr.NodeReporter
+	lease         *statusmgr.Heartbeat
+	informer      informers.SharedInformerFactory
+	events        record.EventBroadcaster
 	// checkpoint wraps the API source: it keeps the objects pods use
 	// through outages, and persists them with --pod-checkpoint.
 	checkpoint *podconfig.CheckpointSource
@@ -131,6 +135,13 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 		return nil, nil, err
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
+	declared, declaredAdmit, err := a.declaredFeatures()
+	if err != nil {
+		return nil, nil, err
+	}
+	if declaredAdmit != nil {
+		a.declared, a.declaredAdmit = declared, declaredAdmit
+	}
 	if a.metrics, err = newAgentMetrics(nodeName, time.Now()); err != nil {
 		return nil, nil, err
 	}

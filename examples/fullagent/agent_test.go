@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -222,6 +223,11 @@ func TestFullAgent(t *testing.T) {
 		n, _ := e.client.CoreV1().Nodes().Get(t.Context(), testNode, metav1.GetOptions{})
 		if n.Status.Capacity.Cpu().Value() < 1 || n.Status.Capacity.Pods().Value() != 110 || n.Status.NodeInfo.ContainerRuntimeVersion == "" {
 			t.Fatalf("node status: capacity %v, nodeInfo %+v", n.Status.Capacity, n.Status.NodeInfo)
+		}
+		// kubelet v1.37.2's defaults less what fullagent does not act on
+		// (declaredfeatures.go).
+		if want := []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}; !slices.Equal(n.Status.DeclaredFeatures, want) {
+			t.Fatalf("node status.declaredFeatures = %v, want %v", n.Status.DeclaredFeatures, want)
 		}
 	})
 

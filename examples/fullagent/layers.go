@@ -315,9 +315,10 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 		Resources: a.resources.topology,
 		Devices:   a.devices,
 		// ResourceFit sees the allocatable the device manager sanitizes.
-		Builtins: builtins(node, a.devices),
-		AppArmor: admission.NewAppArmor(admission.AppArmorHostEnabled()),
-		Shutdown: a.shutdown,
+		Builtins:         builtins(node, a.devices),
+		AppArmor:         admission.NewAppArmor(admission.AppArmorHostEnabled()),
+		DeclaredFeatures: a.declaredAdmit,
+		Shutdown:         a.shutdown,
 	}), nil
 }
 
@@ -358,6 +359,7 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		NodeName: a.nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 		Conditions:            a.nodeConditions(),
+		DeclaredFeatures:      a.declared,
 		Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
 		StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,

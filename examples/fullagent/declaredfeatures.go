@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/statusmgr"
+)
+
+// notImplementedFeatures are the node-declared features kubelet v1.37.2
+// declares when their gates are on but that fullagent does not act on, so
+// it does not declare them: the scheduler then keeps pods needing them off
+// this node, and the API server refuses resizes needing them, instead of
+// the node accepting what it would refuse or ignore.
+//   - RestartAllContainersOnContainerExits: admission.PodFeatures refuses
+//     the RestartAllContainers restart action.
+//   - InPlacePodLevelResourcesVerticalScaling: allocation marks a resize
+//     of spec.resources Infeasible.
+//   - InPlacePodVerticalScalingMemoryBackedVolumes: a memory emptyDir's
+//     size is not changed on resize.
+//   - DRANodeAllocatableResources, DRAOptionalNodeOperations: no DRA.
+//
+// The two that need a runtime feature (UserNamespacesHostNetworkSupport,
+// VolumeBindMountOptions) are never declared: fullagent passes no runtime
+// features.
+func notImplementedFeatures() []string {
+	return []string{
+		"RestartAllContainersOnContainerExits",
+		"InPlacePodLevelResourcesVerticalScaling",
+		"InPlacePodVerticalScalingMemoryBackedVolumes",
+		"DRANodeAllocatableResources",
+		"DRAOptionalNodeOperations",
+	}
+}
+
+// declaredFeatures computes the node's status.declaredFeatures from the
+// gates (statusmgr.DeclaredFeatures) and the admitter that refuses pods
+// needing a feature not in it; both nil with the NodeDeclaredFeatures gate
+// off.
+func (a *agent) declaredFeatures() ([]string, *admission.DeclaredFeatures, error) {
+	list, err := statusmgr.DeclaredFeatures(statusmgr.DeclaredFeaturesConfig{
+		Gates: a.gates, KubeletVersion: statusmgr.DefaultKubeletVersion, NotImplemented: notImplementedFeatures()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("featureGates: %w", err)
+	}
+	if list == nil {
+		return nil, nil, nil
+	}
+	ad, err := admission.NewDeclaredFeatures(list, statusmgr.DefaultKubeletVersion)
+	if err != nil {
+		return nil, nil, fmt.Errorf("featureGates: %w", err)
+	}
+	return list, ad, nil
+}
