@@ -19,10 +19,13 @@
 // not support user namespaces. SetNodeStatus publishes the runtime's
 // features and handlers on the Node.
 //
-// Image volumes (volumes[].image) are pulled as upstream: before the first
-// container of a sync starts, each image volume's image is made present
-// with the pod's pull secrets and the volume's pull policy (the events and
-// reasons of container images), and a container that mounts one whose
+// Image volumes (volumes[].image) are pulled as upstream, but only for the
+// containers that mount them: before such a container starts, each image
+// volume it mounts is made present once per sync with the pod's pull
+// secrets and the volume's pull policy (the events and reasons of
+// container images). Upstream pulls every image volume before any
+// container starts; pulling lazily means a container that mounts none does
+// not retry a pull the sync loop holds in back-off. A container that mounts one whose
 // pull failed fails with that reason (ErrImagePull, ErrImageNeverPull...)
 // and ActionError.Image naming the volume's image, so the sync loop's
 // image-pull back-off (ImagePullBackOff) is kept for that image. A mount

@@ -45,6 +45,9 @@ func normalizeImage(image string) (string, error) {
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*runtimeapi.Image, error) {
 	img, err := r.ensureImageRef(ctx, pod, c.Image, c.ImagePullPolicy, secrets, sandbox)
 	if err != nil {
+		// As upstream's start of a container whose image is not there:
+		// the reason as the container's event, after the pull's own.
+		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %s", err.Reason)
 		err.Action, err.Target = nodekit.ActionStartContainer, c.Name
 		return nil, err
 	}
@@ -95,8 +98,10 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	asked := r.cfg.Clock.Now()
 	res, err := r.pullImage(ctx, spec, secrets, sandbox) // pull.go
 	if err != nil {
+		// Upstream's event names the image; the status message is the
+		// pull's error alone (the back-off's message repeats it).
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", requested, err)
-		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", requested, err), err)
+		return nil, fail(nodekit.ErrImagePull, err.Error(), err)
 	}
 	r.metrics.ObserveImagePull(pod.UID, res.image.GetSize(), asked, r.cfg.Clock.Now())
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
