@@ -38,13 +38,19 @@ func pulledImages(pod *v1.Pod, c *v1.Container) []string {
 }
 
 // pullFailed starts or grows the back-off of the image a pull failure of
-// container c was about, and keeps its message for the back-off's.
-func (s *syncer) pullFailed(pod *v1.Pod, c *v1.Container, ae *nodekit.ActionError) {
+// container c was about, and keeps its message for the back-off's. seen
+// holds the keys this sync already grew: two containers whose pull of one
+// image failed in the same sync grow its back-off once.
+func (s *syncer) pullFailed(pod *v1.Pod, c *v1.Container, ae *nodekit.ActionError, seen map[string]bool) {
 	image := c.Image
 	if ae.Image != "" {
 		image = ae.Image
 	}
 	key := pullKey(pod, image)
+	if seen[key] {
+		return
+	}
+	seen[key] = true
 	s.pull.Next(key)
 	s.reasonMu.Lock()
 	defer s.reasonMu.Unlock()

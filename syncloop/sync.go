@@ -182,6 +182,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	res := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{
 		Pod: pod, Status: rs, Actions: actions, PullSecrets: secrets, Sandbox: sbOpts, Options: s.options,
 	})
+	failedPulls := map[string]bool{} // each image's back-off grows once per sync
 	for _, r := range res.Results {
 		if r.Action != nodekit.ActionStartContainer && r.Action != nodekit.ActionInitContainer {
 			continue
@@ -198,7 +199,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 					c = findSpec(pod.Spec.InitContainers, r.Target)
 				}
 				if c != nil {
-					s.pullFailed(pod, c, ae)
+					s.pullFailed(pod, c, ae, failedPulls)
 				}
 			}
 		default:
