@@ -54,6 +54,35 @@ func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	return img, nil
 }
 
+// notePullFailure keeps a container image's failed pull for the rest of
+// the sync (pullFailedThisSync).
+func (st *syncState) notePullFailure(image string, err error) {
+	var ae *nodekit.ActionError
+	if !errors.As(err, &ae) || ae.Reason != nodekit.ErrImagePull {
+		return
+	}
+	if st.failedPulls == nil {
+		st.failedPulls = map[string]*nodekit.ActionError{}
+	}
+	st.failedPulls[image] = ae
+}
+
+// pullFailedThisSync fails container c without a pull when its image's
+// pull already failed in this sync, as upstream's per-pod-and-image
+// back-off does for the second container of an image: ImagePullBackOff
+// with the Normal BackOff event and the first failure in the message.
+func (r *Runtime) pullFailedThisSync(st *syncState, c *v1.Container, action nodekit.Action) *nodekit.ActionError {
+	prev, ok := st.failedPulls[c.Image]
+	if !ok {
+		return nil
+	}
+	msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+	r.events.Eventf(st.Pod, v1.EventTypeNormal, "BackOff", "%s", msg)
+	r.events.Eventf(st.Pod, v1.EventTypeWarning, "Failed", "Error: %s", nodekit.ErrImagePullBackOff)
+	return &nodekit.ActionError{Action: action, Target: c.Name, Reason: nodekit.ErrImagePullBackOff,
+		Message: fmt.Sprintf("%s: %s: %s", msg, prev.Reason, prev.Message), Err: prev.Err}
+}
+
 // ensureImageRef makes image present according to policy (the container's
 // or an image volume's) and returns it, with upstream's events. A failure
 // is an *nodekit.ActionError with the reason and message; the caller fills

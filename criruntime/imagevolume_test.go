@@ -375,3 +375,34 @@ func TestMountedImagesAskOnlyWhatCanMount(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondContainerOfFailedImage: when two containers of a pod share an
+// image whose pull fails, the image is pulled once; the second container
+// gets upstream's ImagePullBackOff with the first failure in its message.
+func TestSecondContainerOfFailedImage(t *testing.T) {
+	r, _, is, ev := newImageVolumeFake(t, "containerd", "v2.4.2")
+	is.InjectError("PullImage", errors.New("not found"))
+	pod := testPod(v1.Container{Name: "a", Image: "absent:1", ImagePullPolicy: v1.PullAlways},
+		v1.Container{Name: "b", Image: "absent:1", ImagePullPolicy: v1.PullAlways})
+	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0, 1}}})
+	got := map[string]*nodekit.ActionError{}
+	for _, a := range res.Results {
+		var ae *nodekit.ActionError
+		if errors.As(a.Err, &ae) {
+			got[a.Target] = ae
+		}
+	}
+	if a := got["a"]; a == nil || a.Reason != nodekit.ErrImagePull || a.Message != "not found" {
+		t.Errorf("a: %+v", a)
+	}
+	want := `Back-off pulling image "absent:1": ErrImagePull: not found`
+	if b := got["b"]; b == nil || b.Reason != nodekit.ErrImagePullBackOff || b.Message != want {
+		t.Errorf("b: %+v, want ImagePullBackOff %q", b, want)
+	}
+	if n := countContaining(is.Called, "PullImage"); n != 1 {
+		t.Errorf("pulls = %d, want 1: %v", n, is.Called)
+	}
+	if n := countContaining(ev.list(), `Normal BackOff Back-off pulling image "absent:1"`); n != 1 {
+		t.Errorf("BackOff events = %d, want 1: %q", n, ev.list())
+	}
+}

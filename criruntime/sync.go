@@ -28,6 +28,9 @@ type syncState struct {
 	// imageVolumes are the pod's image volume pulls so far, made before
 	// the start of the first container that mounts each (imagevolume.go).
 	imageVolumes map[string]imageVolume
+	// failedPulls are the container images whose pull failed in this sync,
+	// with the failure (image.go).
+	failedPulls map[string]*nodekit.ActionError
 }
 
 // SyncPod implements nodekit.Runtime.
