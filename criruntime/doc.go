@@ -25,10 +25,14 @@
 // secrets and the volume's pull policy (the events and reasons of
 // container images). Upstream pulls every image volume before any
 // container starts; pulling lazily means a container that mounts none does
-// not retry a pull the sync loop holds in back-off. A container that mounts one whose
-// pull failed fails with that reason (ErrImagePull, ErrImageNeverPull...)
-// and ActionError.Image naming the volume's image, so the sync loop's
-// image-pull back-off (ImagePullBackOff) is kept for that image. A mount
+// not retry a pull the sync loop holds in back-off. A container that
+// mounts one whose pull failed fails with that reason (ErrImagePull,
+// ErrImageNeverPull...) and ActionError.Image naming the volume's image, so
+// the sync loop's image-pull back-off (ImagePullBackOff) is kept for that
+// image. Pull failures read as upstream's: the ErrImagePull message is the
+// pull's error, the event `Failed to pull image "X": ERR` then "Error:
+// ErrImagePull"; a second container of an image whose pull failed in the
+// same sync gets ImagePullBackOff without a pull. A mount
 // with nodekit.Mount.Image set becomes a CRI mount of the image by ID,
 // with its subPath, read-only and never relabelled; a subPath the image
 // lacks is the runtime's CreateContainerError.

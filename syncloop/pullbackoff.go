@@ -18,6 +18,11 @@ import (
 // image or mounting an image volume of it. The runtime pulls an image
 // volume only for a container that mounts it (criruntime), so a container
 // that mounts none starts without touching the volume's image.
+//
+// Divergence: upstream asks the back-off only when it would pull (policy
+// Always, or the image absent); here a container waits out its image's
+// back-off even if the image became present meanwhile (another pod pulled
+// it), since the loop does not see the runtime's images.
 
 // pullKey names the image-pull back-off of image in pod.
 func pullKey(pod *v1.Pod, image string) string { return string(pod.UID) + "_" + image }
