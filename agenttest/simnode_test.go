@@ -145,7 +145,7 @@ func TestSimNodeImageVolumePullBackOff(t *testing.T) {
 			t.Fatalf("plain mounts no image volume but is %+v", cs.State)
 		}
 		w := mustContainer(t, n, p.UID, "app").State.Waiting
-		if w == nil || w.Reason != "ImagePullBackOff" || w.Message != `Back-off pulling image "tools:1"` {
+		if w == nil || w.Reason != "ImagePullBackOff" || w.Message != `Back-off pulling image "tools:1": ErrImagePull: fake: image "tools:1": ErrImagePull` {
 			t.Fatalf("want ImagePullBackOff for the volume's image, have %+v", w)
 		}
 		n.Runtime().FailImage("tools:1", "")

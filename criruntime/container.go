@@ -68,8 +68,12 @@ func (r *Runtime) startContainerIn(ctx context.Context, req *syncState, c *v1.Co
 		return err
 	}
 	defer func() { r.countImageVolumeMounts(req, c, err) }()
+	if ae := r.pullFailedThisSync(req, c, action); ae != nil {
+		return ae
+	}
 	img, err := r.ensureImage(ctx, pod, c, req.PullSecrets, req.SandboxConfig)
 	if err != nil {
+		req.notePullFailure(c.Image, err)
 		return err
 	}
 

@@ -19,13 +19,20 @@
 // not support user namespaces. SetNodeStatus publishes the runtime's
 // features and handlers on the Node.
 //
-// Image volumes (volumes[].image) are pulled as upstream: before the first
-// container of a sync starts, each image volume's image is made present
-// with the pod's pull secrets and the volume's pull policy (the events and
-// reasons of container images), and a container that mounts one whose
-// pull failed fails with that reason (ErrImagePull, ErrImageNeverPull...)
-// and ActionError.Image naming the volume's image, so the sync loop's
-// image-pull back-off (ImagePullBackOff) is kept for that image. A mount
+// Image volumes (volumes[].image) are pulled as upstream, but only for the
+// containers that mount them: before such a container starts, each image
+// volume it mounts is made present once per sync with the pod's pull
+// secrets and the volume's pull policy (the events and reasons of
+// container images). Upstream pulls every image volume before any
+// container starts; pulling lazily means a container that mounts none does
+// not retry a pull the sync loop holds in back-off. A container that
+// mounts one whose pull failed fails with that reason (ErrImagePull,
+// ErrImageNeverPull...) and ActionError.Image naming the volume's image, so
+// the sync loop's image-pull back-off (ImagePullBackOff) is kept for that
+// image. Pull failures read as upstream's: the ErrImagePull message is the
+// pull's error, the event `Failed to pull image "X": ERR` then "Error:
+// ErrImagePull"; a second container of an image whose pull failed in the
+// same sync gets ImagePullBackOff without a pull. A mount
 // with nodekit.Mount.Image set becomes a CRI mount of the image by ID,
 // with its subPath, read-only and never relabelled; a subPath the image
 // lacks is the runtime's CreateContainerError.

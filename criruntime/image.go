@@ -45,10 +45,42 @@ func normalizeImage(image string) (string, error) {
 func (r *Runtime) ensureImage(ctx context.Context, pod *v1.Pod, c *v1.Container, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*runtimeapi.Image, error) {
 	img, err := r.ensureImageRef(ctx, pod, c.Image, c.ImagePullPolicy, secrets, sandbox)
 	if err != nil {
+		// As upstream's start of a container whose image is not there:
+		// the reason as the container's event, after the pull's own.
+		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Error: %s", err.Reason)
 		err.Action, err.Target = nodekit.ActionStartContainer, c.Name
 		return nil, err
 	}
 	return img, nil
+}
+
+// notePullFailure keeps a container image's failed pull for the rest of
+// the sync (pullFailedThisSync).
+func (st *syncState) notePullFailure(image string, err error) {
+	var ae *nodekit.ActionError
+	if !errors.As(err, &ae) || ae.Reason != nodekit.ErrImagePull {
+		return
+	}
+	if st.failedPulls == nil {
+		st.failedPulls = map[string]*nodekit.ActionError{}
+	}
+	st.failedPulls[image] = ae
+}
+
+// pullFailedThisSync fails container c without a pull when its image's
+// pull already failed in this sync, as upstream's per-pod-and-image
+// back-off does for the second container of an image: ImagePullBackOff
+// with the Normal BackOff event and the first failure in the message.
+func (r *Runtime) pullFailedThisSync(st *syncState, c *v1.Container, action nodekit.Action) *nodekit.ActionError {
+	prev, ok := st.failedPulls[c.Image]
+	if !ok {
+		return nil
+	}
+	msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+	r.events.Eventf(st.Pod, v1.EventTypeNormal, "BackOff", "%s", msg)
+	r.events.Eventf(st.Pod, v1.EventTypeWarning, "Failed", "Error: %s", nodekit.ErrImagePullBackOff)
+	return &nodekit.ActionError{Action: action, Target: c.Name, Reason: nodekit.ErrImagePullBackOff,
+		Message: fmt.Sprintf("%s: %s: %s", msg, prev.Reason, prev.Message), Err: prev.Err}
 }
 
 // ensureImageRef makes image present according to policy (the container's
@@ -95,8 +127,10 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	asked := r.cfg.Clock.Now()
 	res, err := r.pullImage(ctx, spec, secrets, sandbox) // pull.go
 	if err != nil {
+		// Upstream's event names the image; the status message is the
+		// pull's error alone (the back-off's message repeats it).
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", requested, err)
-		return nil, fail(nodekit.ErrImagePull, fmt.Sprintf("Failed to pull image %q: %v", requested, err), err)
+		return nil, fail(nodekit.ErrImagePull, err.Error(), err)
 	}
 	r.metrics.ObserveImagePull(pod.UID, res.image.GetSize(), asked, r.cfg.Clock.Now())
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",

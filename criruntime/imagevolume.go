@@ -14,12 +14,12 @@ import (
 	"github.com/nodekit/nodekit"
 )
 
-// Image volumes (volumes[].image), as upstream kubelet v1.37 does them:
-// before the first container of a sync starts, every image volume of the
-// pod is made present with the pod's pull secrets and the volume's pull
-// policy (the same path, events and reasons as container images). A pull
-// that fails fails only the containers that mount the volume, with the
-// pull's reason and message (ErrImagePull, ErrImageNeverPull, ...); the
+// Image volumes (volumes[].image), as upstream kubelet v1.37 does them,
+// but lazily: before a container that mounts image volumes starts, each of
+// them is made present (once per sync) with the pod's pull secrets and the
+// volume's pull policy (the same path, events and reasons as container
+// images). A pull that fails fails only the containers that mount the
+// volume, with the pull's reason and message (ErrImagePull, ErrImageNeverPull, ...); the
 // CRI mount of a volume that was pulled names the image by its ID, with the
 // subPath, read-only and without SELinux relabelling (the image is not the
 // node's to relabel).
@@ -31,18 +31,30 @@ type imageVolume struct {
 	err  *nodekit.ActionError
 }
 
-// imageVolumes pulls the pod's image volumes once per sync; later calls
-// return the first result. With a runtime that cannot mount images it
-// pulls nothing: the containers that mount one fail (mountsImageVolume).
-func (r *Runtime) imageVolumes(ctx context.Context, st *syncState) map[string]imageVolume {
-	if st.imageVolumes != nil || r.imageVolumeErr != nil {
+// imageVolumes makes present the image volumes container c mounts, each
+// at most once per sync (later calls and containers reuse the result), and
+// returns every result so far. Unlike upstream, which pulls all of the
+// pod's image volumes before any container start, a volume is pulled only
+// for a container that mounts it: a container that mounts none never
+// pulls an image volume's image, so starting one does not retry a pull the
+// caller holds in back-off (syncloop holds the containers that mount it).
+// With a runtime that cannot mount images it pulls nothing: the containers
+// that mount one fail (checkImageVolumes).
+func (r *Runtime) imageVolumes(ctx context.Context, st *syncState, c *v1.Container) map[string]imageVolume {
+	if r.imageVolumeErr != nil {
 		return st.imageVolumes
 	}
 	pod := st.Pod
-	st.imageVolumes = map[string]imageVolume{}
-	for _, vol := range pod.Spec.Volumes {
-		if vol.Image == nil {
+	for _, vm := range c.VolumeMounts {
+		vol := podVolume(pod, vm.Name)
+		if vol == nil || vol.Image == nil {
 			continue
+		}
+		if _, done := st.imageVolumes[vol.Name]; done {
+			continue
+		}
+		if st.imageVolumes == nil {
+			st.imageVolumes = map[string]imageVolume{}
 		}
 		img, err := r.ensureImageRef(ctx, pod, vol.Image.Reference, vol.Image.PullPolicy, st.PullSecrets, st.SandboxConfig)
 		if err != nil {
@@ -58,6 +70,16 @@ func (r *Runtime) imageVolumes(ctx context.Context, st *syncState) map[string]im
 		}}
 	}
 	return st.imageVolumes
+}
+
+// podVolume is the pod's volume of that name, nil when it has none.
+func podVolume(pod *v1.Pod, name string) *v1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
 }
 
 // checkImageVolumes fails container c when it mounts an image volume that
@@ -84,7 +106,7 @@ func (r *Runtime) checkImageVolumes(ctx context.Context, st *syncState, c *v1.Co
 		}
 		return nil
 	}
-	pulls := r.imageVolumes(ctx, st)
+	pulls := r.imageVolumes(ctx, st, c)
 	var last *nodekit.ActionError
 	for _, vm := range c.VolumeMounts {
 		res, ok := pulls[vm.Name]

@@ -148,7 +148,7 @@ func TestImageVolumePullFailures(t *testing.T) {
 		{name: "never, absent", policy: v1.PullNever, reason: nodekit.ErrImageNeverPull,
 			message: `Container image "tools:1" is not present with pull policy of Never`},
 		{name: "pull fails", policy: v1.PullIfNotPresent, pullErr: errors.New("not found"), reason: nodekit.ErrImagePull,
-			message: `Failed to pull image "tools:1": not found`},
+			message: `not found`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +183,47 @@ func TestImageVolumePullFailures(t *testing.T) {
 				t.Errorf("%d Failed events, want 2: %q", n, ev.list())
 			}
 		})
+	}
+}
+
+// TestImageVolumeNotPulledForOthers: starting a container that mounts no
+// image volume makes none present, so the start of a second container
+// does not retry a volume pull the sync loop holds in back-off; the
+// container that mounts it still pulls it (once per sync).
+func TestImageVolumeNotPulledForOthers(t *testing.T) {
+	r, rs, is, ev := newImageVolumeFake(t, "containerd", "v2.4.2")
+	is.InjectError("PullImage", errors.New("not found"))
+	pod := imageVolumePod("tools:1", v1.PullAlways)
+	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Options: volumeMountsOpts,
+		Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{1}}})
+	if err := res.Err(); err != nil {
+		t.Fatalf("plain: %v", err)
+	}
+	if n := countContaining(is.Called, "PullImage"); n != 0 {
+		t.Errorf("pulls = %d starting only plain, want 0: %v", n, is.Called)
+	}
+	if n := countContaining(ev.list(), "tools:1"); n != 0 {
+		t.Errorf("events about the volume's image starting only plain: %q", ev.list())
+	}
+	if configOf(t, rs, "plain") == nil {
+		t.Error("plain not created")
+	}
+	st, err := r.GetPodStatus(t.Context(), pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Status: st, Options: volumeMountsOpts,
+		Actions: nodekit.PodActions{ContainersToStart: []int{0}}})
+	var ae *nodekit.ActionError
+	if !errors.As(res.Err(), &ae) || ae.Reason != nodekit.ErrImagePull || ae.Image != "tools:1" || ae.Message != "not found" {
+		t.Fatalf("app: %v", res.Err())
+	}
+	if n := countContaining(is.Called, "PullImage"); n != 1 {
+		t.Errorf("pulls = %d starting app, want 1: %v", n, is.Called)
+	}
+	want := []string{`Normal Pulling Pulling image "tools:1"`, `Warning Failed Failed to pull image "tools:1": not found`, `Warning Failed Error: ErrImagePull`, `Warning Failed Error: ErrImagePull`} // one per mount
+	if got := ev.list(); len(got) < 4 || strings.Join(got[len(got)-4:], "|") != strings.Join(want, "|") {
+		t.Errorf("events %q, want them to end with %q", got, want)
 	}
 }
 
@@ -332,5 +373,36 @@ func TestMountedImagesAskOnlyWhatCanMount(t *testing.T) {
 		if err != nil || ids != nil || rs.calls != tc.wantCalls {
 			t.Errorf("containerd %s: MountedImages = %v, %v after %d ContainerStatus calls, want nothing after %d", tc.version, ids, err, rs.calls, tc.wantCalls)
 		}
+	}
+}
+
+// TestSecondContainerOfFailedImage: when two containers of a pod share an
+// image whose pull fails, the image is pulled once; the second container
+// gets upstream's ImagePullBackOff with the first failure in its message.
+func TestSecondContainerOfFailedImage(t *testing.T) {
+	r, _, is, ev := newImageVolumeFake(t, "containerd", "v2.4.2")
+	is.InjectError("PullImage", errors.New("not found"))
+	pod := testPod(v1.Container{Name: "a", Image: "absent:1", ImagePullPolicy: v1.PullAlways},
+		v1.Container{Name: "b", Image: "absent:1", ImagePullPolicy: v1.PullAlways})
+	res := r.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0, 1}}})
+	got := map[string]*nodekit.ActionError{}
+	for _, a := range res.Results {
+		var ae *nodekit.ActionError
+		if errors.As(a.Err, &ae) {
+			got[a.Target] = ae
+		}
+	}
+	if a := got["a"]; a == nil || a.Reason != nodekit.ErrImagePull || a.Message != "not found" {
+		t.Errorf("a: %+v", a)
+	}
+	want := `Back-off pulling image "absent:1": ErrImagePull: not found`
+	if b := got["b"]; b == nil || b.Reason != nodekit.ErrImagePullBackOff || b.Message != want {
+		t.Errorf("b: %+v, want ImagePullBackOff %q", b, want)
+	}
+	if n := countContaining(is.Called, "PullImage"); n != 1 {
+		t.Errorf("pulls = %d, want 1: %v", n, is.Called)
+	}
+	if n := countContaining(ev.list(), `Normal BackOff Back-off pulling image "absent:1"`); n != 1 {
+		t.Errorf("BackOff events = %d, want 1: %q", n, ev.list())
 	}
 }

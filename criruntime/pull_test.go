@@ -181,11 +181,12 @@ func TestPullQPS(t *testing.T) {
 		if !errors.Is(err, ErrPullQPSExceeded) || !errors.Is(err, nodekit.ErrImagePull) {
 			t.Fatalf("third pull: %v, want ErrPullQPSExceeded and ErrImagePull", err)
 		}
-		if !strings.Contains(err.Error(), `Failed to pull image "c:1": pull QPS exceeded`) {
-			t.Errorf("error %q lacks upstream's message", err)
+		var ae *nodekit.ActionError
+		if !errors.As(err, &ae) || ae.Message != "pull QPS exceeded" {
+			t.Errorf("error %q: message is not upstream's (the pull's error alone)", err)
 		}
-		if got := ev.list(); got[len(got)-1] != `Warning Failed Failed to pull image "c:1": pull QPS exceeded` {
-			t.Errorf("last event %q", got[len(got)-1])
+		if got := ev.list(); got[len(got)-2] != `Warning Failed Failed to pull image "c:1": pull QPS exceeded` || got[len(got)-1] != `Warning Failed Error: ErrImagePull` {
+			t.Errorf("last events %q", got[len(got)-2:])
 		}
 		time.Sleep(2 * time.Second) // one token at 0.5 QPS
 		if err := ensure(t.Context(), r, "d:1"); err != nil {
@@ -210,8 +211,8 @@ func TestPullDeadline(t *testing.T) {
 			t.Errorf("pull gave up after %v, want 30s", took)
 		}
 		want := `Warning Failed Failed to pull image "slow:1": image pull of "slow:1" exceeded deadline 30s`
-		if got := ev.list(); got[len(got)-1] != want {
-			t.Errorf("last event %q, want %q", got[len(got)-1], want)
+		if got := ev.list(); got[len(got)-2] != want || got[len(got)-1] != `Warning Failed Error: ErrImagePull` {
+			t.Errorf("last events %q, want %q then the reason", got[len(got)-2:], want)
 		}
 	})
 }

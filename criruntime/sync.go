@@ -25,9 +25,12 @@ type syncState struct {
 	SandboxID     string
 	SandboxConfig *runtimeapi.PodSandboxConfig
 	PodIPs        []string
-	// imageVolumes are the pod's image volume pulls, made before the
-	// first container start (imagevolume.go); nil until then.
+	// imageVolumes are the pod's image volume pulls so far, made before
+	// the start of the first container that mounts each (imagevolume.go).
 	imageVolumes map[string]imageVolume
+	// failedPulls are the container images whose pull failed in this sync,
+	// with the failure (image.go).
+	failedPulls map[string]*nodekit.ActionError
 }
 
 // SyncPod implements nodekit.Runtime.

@@ -51,6 +51,9 @@ type syncer struct {
 	pull     *backoff
 	reasonMu sync.Mutex
 	reasons  map[types.UID]map[string]waitReason
+	// pullErrs are the messages of the last failed pulls, by pullKey, for
+	// the image-pull back-off's message (pullbackoff.go).
+	pullErrs map[string]string
 }
 
 func (s *syncer) reasonsOf(uid types.UID) map[string]waitReason {
@@ -80,6 +83,7 @@ func (s *syncer) forget(uid types.UID) {
 	s.reasonMu.Lock()
 	defer s.reasonMu.Unlock()
 	delete(s.reasons, uid)
+	s.forgetPullsLocked(string(uid))
 }
 
 // oldStatus is the status to build on: the agent's own, else the API's.
@@ -178,6 +182,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	res := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{
 		Pod: pod, Status: rs, Actions: actions, PullSecrets: secrets, Sandbox: sbOpts, Options: s.options,
 	})
+	failedPulls := map[string]bool{} // each image's back-off grows once per sync
 	for _, r := range res.Results {
 		if r.Action != nodekit.ActionStartContainer && r.Action != nodekit.ActionInitContainer {
 			continue
@@ -194,7 +199,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 					c = findSpec(pod.Spec.InitContainers, r.Target)
 				}
 				if c != nil {
-					s.pull.Next(imageKey(pod, c, ae.Image))
+					s.pullFailed(pod, c, ae, failedPulls)
 				}
 			}
 		default:
@@ -226,19 +231,11 @@ func (s *syncer) applyBackoff(pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.Pod
 	var wait time.Duration
 	hold := func(c *v1.Container) bool {
 		cs := rs.FindContainer(c.Name)
-		if r, ok := s.reasonsOf(pod.UID)[c.Name]; ok && (r.Reason == string(nodekit.ErrImagePull) || r.Reason == string(nodekit.ErrImagePullBackOff)) {
-			image := c.Image
-			if r.Image != "" {
-				image = r.Image // an image volume's pull
+		if in, left := s.holdForPull(pod, c); in {
+			if wait == 0 || left < wait {
+				wait = left
 			}
-			key := imageKey(pod, c, r.Image)
-			if in, left := s.pull.InBackoff(key); in {
-				s.setReason(pod.UID, c.Name, &waitReason{Reason: string(nodekit.ErrImagePullBackOff), Message: fmt.Sprintf("Back-off pulling image %q", image), Image: r.Image})
-				if wait == 0 || left < wait {
-					wait = left
-				}
-				return true
-			}
+			return true
 		}
 		if cs == nil || cs.State != nodekit.StateExited || cs.FinishedAt.IsZero() {
 			return false
@@ -286,16 +283,6 @@ func (s *syncer) crashKey(pod *v1.Pod, c *v1.Container) string {
 		key += "/" + strconv.FormatUint(s.hash(c), 16)
 	}
 	return key
-}
-
-// imageKey names a container's image-pull back-off; a new image starts
-// with none. volumeImage, when set, is the image volume whose pull failed:
-// its back-off is its own, apart from the container image's.
-func imageKey(pod *v1.Pod, c *v1.Container, volumeImage string) string {
-	if volumeImage != "" {
-		return string(pod.UID) + "/" + c.Name + "/volume/" + volumeImage
-	}
-	return string(pod.UID) + "/" + c.Name + "/" + c.Image
 }
 
 // deadlineLeft is the time until the pod's active deadline, if it has one.

@@ -69,13 +69,17 @@ func TestImageVolumes(t *testing.T) {
 			}
 		}
 		p := e.waitPod(t, "imgvol-pull", 60*time.Second, "ErrImagePull", waiting("ErrImagePull"))
-		if msg := containerStatus(p, "app").State.Waiting.Message; !strings.HasPrefix(msg, `Failed to pull image "registry.example/absent:1.0": `) {
-			t.Errorf("ErrImagePull message = %q", msg)
+		// As upstream: the pull's error alone, the image in the event.
+		if msg := containerStatus(p, "app").State.Waiting.Message; msg == "" || strings.HasPrefix(msg, "Failed to pull image") {
+			t.Errorf("ErrImagePull message = %q, want the pull's error", msg)
 		}
+		e.waitEvent(t, "imgvol-pull", "Failed", `Failed to pull image "registry.example/absent:1.0": `)
 		p = e.waitPod(t, "imgvol-pull", 60*time.Second, "ImagePullBackOff", waiting("ImagePullBackOff"))
-		if msg := containerStatus(p, "app").State.Waiting.Message; msg != `Back-off pulling image "registry.example/absent:1.0"` {
-			t.Errorf("ImagePullBackOff message = %q", msg)
+		want := `Back-off pulling image "registry.example/absent:1.0": ErrImagePull: `
+		if msg := containerStatus(p, "app").State.Waiting.Message; !strings.HasPrefix(msg, want) || len(msg) == len(want) {
+			t.Errorf("ImagePullBackOff message = %q, want %q and the last pull's error", msg, want)
 		}
+		e.waitEvent(t, "imgvol-pull", "BackOff", `Back-off pulling image "registry.example/absent:1.0"`)
 		if p.Status.Phase != v1.PodPending {
 			t.Errorf("phase %s, want Pending", p.Status.Phase)
 		}

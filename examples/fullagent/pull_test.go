@@ -109,9 +109,11 @@ func TestImagePulls(t *testing.T) {
 		}
 		e.waitEvent(t, p.Name, "Failed", `Failed to pull image "`+privateImage+`": `)
 		got = e.waitPod(t, p.Name, 60*time.Second, "ImagePullBackOff", waitingReason("app", "ImagePullBackOff"))
-		if msg := containerStatus(got, "app").State.Waiting.Message; !strings.HasPrefix(msg, `Back-off pulling image "`+privateImage+`"`) {
-			t.Errorf("ImagePullBackOff message %q", msg)
+		want := `Back-off pulling image "` + privateImage + `": ErrImagePull: `
+		if msg := containerStatus(got, "app").State.Waiting.Message; !strings.HasPrefix(msg, want) || len(msg) == len(want) {
+			t.Errorf("ImagePullBackOff message %q, want %q and the last pull's error", msg, want)
 		}
+		e.waitEvent(t, p.Name, "BackOff", `Back-off pulling image "`+privateImage+`"`)
 	})
 
 	t.Run("private with a pull secret", func(t *testing.T) {
