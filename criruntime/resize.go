@@ -18,8 +18,10 @@ const unlimited = -1
 // resources of an in-place resize: CPU shares from the request, CFS quota
 // and period from the limit, the memory limit. A limit absent from r is
 // sent as unlimited, so a removed limit is lifted (the runtime keeps a
-// field left at zero). The cpuset and the OOM score are left alone.
-func resizeResources(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResources {
+// field left at zero). With noQuota (cpuCFSQuota: false) neither the
+// quota nor the period is sent. The cpuset and the OOM score are left
+// alone.
+func resizeResources(r v1.ResourceRequirements, noQuota bool) *runtimeapi.LinuxContainerResources {
 	req := r.Requests.Cpu().MilliValue()
 	lim := r.Limits.Cpu().MilliValue()
 	if req == 0 && lim != 0 {
@@ -28,6 +30,9 @@ func resizeResources(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResour
 	res := &runtimeapi.LinuxContainerResources{CpuShares: milliCPUToShares(req), CpuPeriod: quotaPeriodUs, CpuQuota: unlimited}
 	if lim != 0 {
 		res.CpuQuota = milliCPUToQuota(lim)
+	}
+	if noQuota {
+		res.CpuPeriod, res.CpuQuota = 0, 0
 	}
 	res.MemoryLimitInBytes = unlimited
 	if m := r.Limits.Memory().Value(); m != 0 {
@@ -39,7 +44,7 @@ func resizeResources(r v1.ResourceRequirements) *runtimeapi.LinuxContainerResour
 // ResizeContainer applies r to a running container in place, through CRI
 // UpdateContainerResources (allocation.ContainerUpdater).
 func (r *Runtime) ResizeContainer(ctx context.Context, id nodekit.ContainerID, res v1.ResourceRequirements) error {
-	if err := r.rs.UpdateContainerResources(ctx, id.ID, &runtimeapi.ContainerResources{Linux: resizeResources(res)}); err != nil {
+	if err := r.rs.UpdateContainerResources(ctx, id.ID, &runtimeapi.ContainerResources{Linux: resizeResources(res, r.cfg.DisableCPUCFSQuota)}); err != nil {
 		return fmt.Errorf("criruntime: update resources of %s: %w", id, err)
 	}
 	return nil

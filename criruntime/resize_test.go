@@ -68,3 +68,34 @@ func TestResizeContainerSendsCPUAndMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCFSQuota checks cpuCFSQuota: false (Config.DisableCPUCFSQuota):
+// a CPU limit gives the container no CFS quota or period, neither at
+// creation nor on a resize, while shares and the memory limit still
+// follow the spec.
+func TestNoCFSQuota(t *testing.T) {
+	_, rs, is := newFake(t)
+	u := &updateRecorder{recordingRuntime: rs, updates: map[string]*runtimeapi.ContainerResources{}}
+	r, err := NewFromServices(t.Context(), u, is, Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir(), DisableCPUCFSQuota: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := resource.MustParse
+	res := v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: q("250m")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: q("500m"), v1.ResourceMemory: q("64Mi")},
+	}
+	c := &v1.Container{Name: "app", Resources: res}
+	created := r.containerResources(nil, c, &nodekit.ContainerOptions{})
+	if created.CpuQuota != 0 || created.CpuPeriod != 0 || created.CpuShares != 256 || created.MemoryLimitInBytes != 64<<20 {
+		t.Errorf("created with %v, want shares 256, memory 64Mi, no quota or period", created)
+	}
+	id := nodekit.ContainerID{Type: "fake", ID: "c1"}
+	if err := r.ResizeContainer(t.Context(), id, res); err != nil {
+		t.Fatal(err)
+	}
+	sent := u.updates[id.ID].GetLinux()
+	if sent.CpuQuota != 0 || sent.CpuPeriod != 0 || sent.CpuShares != 256 || sent.MemoryLimitInBytes != 64<<20 {
+		t.Errorf("resize sent %v, want shares 256, memory 64Mi, no quota or period", sent)
+	}
+}

@@ -54,7 +54,7 @@ func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container, opts *nodekit.C
 		req = lim // the API server defaults requests to limits; files may not
 	}
 	res.CpuShares = milliCPUToShares(req)
-	if lim != 0 {
+	if lim != 0 && !r.cfg.DisableCPUCFSQuota {
 		res.CpuPeriod = quotaPeriodUs
 		res.CpuQuota = milliCPUToQuota(lim)
 	}

@@ -90,6 +90,11 @@ type Config struct {
 	// hold (maxPods). New refuses a range upstream would refuse
 	// (userns.Config.Validate), naming the IDs.
 	UserNamespaceMaxPods int
+	// DisableCPUCFSQuota is upstream's cpuCFSQuota: false. Containers get
+	// no CFS quota: a CPU limit sets neither CpuQuota nor CpuPeriod, at
+	// creation or on an in-place resize, so the runtime leaves the
+	// container's quota unlimited, as kubelet does.
+	DisableCPUCFSQuota bool
 
 	// Metrics receives upstream's runtime numbers: each CRI call
 	// (kubelet_runtime_operations_*), image pulls, and sandbox and

@@ -160,7 +160,7 @@ func cgroupFields() []configField {
 		acted("podPidsLimit", "cgroupmgr"),
 		acted("resolvConf", "podopts (DNS)"),
 		refused("runOnce", "validation refuses it, as upstream"),
-		acted("cpuCFSQuota", "cgroupmgr"),
+		acted("cpuCFSQuota", "cgroupmgr, criruntime"),
 		acted("cpuCFSQuotaPeriod", "cgroupmgr"),
 		refusedBut("nodeStatusMaxImages", "0", "gap: statusmgr reports no images (0 says so; kubelet reports 50)"),
 		acted("maxOpenFiles", "fullagent (RLIMIT_NOFILE at start-up)"),

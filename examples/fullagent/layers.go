@@ -56,7 +56,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
-		Metrics: a.metrics,
+		DisableCPUCFSQuota: !*cfg.CPUCFSQuota, Metrics: a.metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
