@@ -298,9 +298,15 @@ func TestImagePullsQPS(t *testing.T) {
 	}
 	throttled := ""
 	err := wait.PollUntilContextTimeout(t.Context(), 250*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		for _, p := range pods {
-			if msg := e.eventMessage(t, p.Name, "Failed"); strings.HasSuffix(msg, ": pull QPS exceeded") {
-				throttled = p.Name
+		// Any of a pod's Failed events: the pull's own ("Failed to pull
+		// image ...: pull QPS exceeded") is followed by "Error: ErrImagePull".
+		evs, err := e.client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "Failed" && strings.HasSuffix(ev.Message, ": pull QPS exceeded") {
+				throttled = ev.InvolvedObject.Name
 				return true, nil
 			}
 		}
