@@ -19,13 +19,14 @@ const controlPlaneStopTimeout = time.Minute
 // ControlPlane is a private etcd + kube-apiserver v1.37.2 serving one test,
 // on loopback ports, with the Node authorizer, RBAC and NodeRestriction on:
 // node clients from NodeConfig are treated exactly like real kubelets.
-// Only the API server runs: no controller-manager and no scheduler.
+// Only the API server runs unless the test asks for kube-controller-manager
+// (WithControllerManager) or kube-scheduler (WithScheduler).
 type ControlPlane struct {
 	URL             string       // https://127.0.0.1:PORT
 	Dir             string       // state dir (certificates, logs/, kubeconfigs), removed after the test
 	AdminKubeconfig string       // kubeconfig of a system:masters user
 	CAFile          string       // CA of the API server's serving and client certificates
-	CAKeyFile       string       // its key, to sign CSRs in tests (no controller-manager runs)
+	CAKeyFile       string       // its key, to sign CSRs in tests (without WithControllerManager)
 	Admin           *rest.Config // admin client config (system:masters); copy before changing it
 
 	t  testing.TB
@@ -36,9 +37,36 @@ type ControlPlane struct {
 type ControlPlaneOption func(*controlPlaneOptions)
 
 type controlPlaneOptions struct {
-	binDir        string
-	nodes         []string
-	apiserverArgs []string
+	binDir            string
+	nodes             []string
+	apiserverArgs     []string
+	controllerManager bool
+	controllerArgs    []string
+	scheduler         bool
+	schedulerArgs     []string
+}
+
+// WithControllerManager also runs kube-controller-manager v1.37.2 (every
+// controller but node IPAM: the PV binder, the ephemeral-volume and
+// resource-claim controllers, garbage collection, CSR signing with the
+// control plane's CA, service-account tokens). extra is appended to its
+// flags. The test is skipped (or fails under
+// $NODEKIT_REQUIRE_INTEGRATION) when the binary is not built.
+func WithControllerManager(extra ...string) ControlPlaneOption {
+	return func(o *controlPlaneOptions) {
+		o.controllerManager = true
+		o.controllerArgs = append(o.controllerArgs, extra...)
+	}
+}
+
+// WithScheduler also runs kube-scheduler v1.37.2 (default profile, which
+// binds pods and allocates DRA claims). extra is appended to its flags.
+// Skipped like WithControllerManager when the binary is not built.
+func WithScheduler(extra ...string) ControlPlaneOption {
+	return func(o *controlPlaneOptions) {
+		o.scheduler = true
+		o.schedulerArgs = append(o.schedulerArgs, extra...)
+	}
 }
 
 // WithBinDir runs kube-apiserver (and etcd, if there) from dir instead of
@@ -80,6 +108,7 @@ func StartControlPlane(t testing.TB, opts ...ControlPlaneOption) *ControlPlane {
 		t.Fatalf("agenttest: control plane binaries: %v", err)
 	}
 
+	kcm, sched := controllerBinaries(t, o)
 	dir := t.TempDir() // registered before the stop below, so removed after it
 	cp, err := localcp.Start(t.Context(), localcp.Config{
 		Dir:           dir,
@@ -102,6 +131,7 @@ func StartControlPlane(t testing.TB, opts ...ControlPlaneOption) *ControlPlane {
 			t.Errorf("agenttest: stop control plane: %v", err)
 		}
 	})
+	startControllers(t, cp, kcm, sched, o)
 	return &ControlPlane{
 		URL:             cp.URL,
 		Dir:             cp.Dir,
@@ -188,4 +218,40 @@ func (c *ControlPlane) DeleteFromStorage(resource, namespace, name string) bool 
 		c.t.Fatalf("agenttest: %v", err)
 	}
 	return n > 0
+}
+
+// controllerBinaries finds the controllers o asks for, skipping the test
+// (or failing it under $NODEKIT_REQUIRE_INTEGRATION) when one is missing.
+func controllerBinaries(t testing.TB, o controlPlaneOptions) (kcm, sched string) {
+	t.Helper()
+	if !o.controllerManager && !o.scheduler {
+		return "", ""
+	}
+	kcm, sched, err := localcp.ControllerBinaries(o.binDir)
+	missing := (*localcp.MissingBinaryError)(nil)
+	switch {
+	case err == nil:
+	case errors.As(err, &missing) && (o.controllerManager && kcm == "" || o.scheduler && sched == ""):
+		RequireIntegration(t, "kube-controller-manager / kube-scheduler (hack/build-tools.sh)", err)
+	case errors.As(err, &missing): // the one not asked for is missing
+	default:
+		t.Fatalf("agenttest: controller binaries: %v", err)
+	}
+	return kcm, sched
+}
+
+// startControllers starts the controllers o asks for; cp.Stop (registered
+// as a cleanup already) stops them first.
+func startControllers(t testing.TB, cp *localcp.ControlPlane, kcm, sched string, o controlPlaneOptions) {
+	t.Helper()
+	if o.controllerManager {
+		if err := cp.StartControllerManager(t.Context(), kcm, o.controllerArgs...); err != nil {
+			t.Fatalf("agenttest: start kube-controller-manager: %v", err)
+		}
+	}
+	if o.scheduler {
+		if err := cp.StartScheduler(t.Context(), sched, o.schedulerArgs...); err != nil {
+			t.Fatalf("agenttest: start kube-scheduler: %v", err)
+		}
+	}
 }

@@ -2,10 +2,11 @@
 # Builds the upstream binaries nodekit's tests run against from the
 # hack/tools module into _output/bin, only when missing:
 #
-#   hack/build-tools.sh              kube-apiserver (version-stamped), agnhost
-#                                    (static) and kubelet: what `make test` needs
-#   hack/build-tools.sh conformance  also kube-controller-manager, kube-scheduler,
-#                                    the e2e test binary and ginkgo (the
+#   hack/build-tools.sh              kube-apiserver (version-stamped),
+#                                    kube-controller-manager, kube-scheduler,
+#                                    agnhost (static) and kubelet: what
+#                                    `make test` needs
+#   hack/build-tools.sh conformance  also the e2e test binary and ginkgo (the
 #                                    conformance harness and the benchmark)
 #   hack/build-tools.sh NAME...      just those binaries, e.g. `kubelet`, or
 #                                    `containerd2` (containerd 2, its shim
@@ -68,7 +69,7 @@ pkg_of() { # name -> "package cgo [test]"
   esac
 }
 
-defaults=(kube-apiserver agnhost kubelet)
+defaults=(kube-apiserver kube-controller-manager kube-scheduler agnhost kubelet)
 names=()
 containerd2=
 registry=
@@ -80,7 +81,7 @@ fi
 for arg in "$@"; do
   case $arg in
   conformance)
-    names+=("${defaults[@]}" kube-controller-manager kube-scheduler ginkgo e2e.test)
+    names+=("${defaults[@]}" ginkgo e2e.test)
     containerd2=1
     registry=1
     ;;
@@ -88,7 +89,7 @@ for arg in "$@"; do
   registry) registry=1 ;;
   *)
     if ! pkg_of "$arg" >/dev/null; then
-      echo "build-tools: unknown binary $arg (known: ${defaults[*]} kube-controller-manager kube-scheduler ginkgo e2e.test containerd2 registry, or conformance)" >&2
+      echo "build-tools: unknown binary $arg (known: ${defaults[*]} ginkgo e2e.test containerd2 registry, or conformance)" >&2
       exit 2
     fi
     names+=("$arg")

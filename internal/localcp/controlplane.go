@@ -89,6 +89,9 @@ type ControlPlane struct {
 	ca        *ca
 	apiserver *proc
 	etcd      *proc
+	// controllers are the optional kube-controller-manager and
+	// kube-scheduler by name (StartControllerManager, StartScheduler).
+	controllers map[string]*proc
 	// detach says how processes were started (Start's Config.Detach; true
 	// after Attach), for StartAPIServer.
 	detach bool
@@ -272,14 +275,19 @@ func Attach(ctx context.Context, dir string) (*ControlPlane, error) {
 		if err != nil {
 			return nil, fmt.Errorf("localcp: attach %s: %w", dir, err)
 		}
-		if p == nil {
+		switch {
+		case p == nil && (name == ProcEtcd || name == ProcAPIServer):
 			notRunning = append(notRunning, name)
-			continue
-		}
-		if name == ProcEtcd {
+		case p == nil: // the controllers are optional
+		case name == ProcEtcd:
 			c.etcd = p
-		} else {
+		case name == ProcAPIServer:
 			c.apiserver = p
+		default:
+			if c.controllers == nil {
+				c.controllers = map[string]*proc{}
+			}
+			c.controllers[name] = p
 		}
 	}
 	if len(notRunning) > 0 {
@@ -308,6 +316,20 @@ func (c *ControlPlane) Stop(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
+	for _, name := range []string{ProcScheduler, ProcControllerManager} {
+		p := c.controllers[name]
+		if p == nil {
+			continue
+		}
+		if err := p.stop(ctx, stopGrace); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(c.controllers, name)
+		if err := os.Remove(pidFilePath(c.Dir, p.name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s pidfile: %w", p.name, err))
+		}
+	}
 	for _, pp := range []**proc{&c.apiserver, &c.etcd} {
 		p := *pp
 		if p == nil {

@@ -19,10 +19,14 @@
 // NodeRestriction admission plugin; --kubelet-certificate-authority is not
 // set, since node agents serve self-signed certificates.
 //
-// It does not own: kube-controller-manager or kube-scheduler (nothing
-// creates default service accounts, finishes namespace deletion or
-// schedules pods: tests bind pods to nodes themselves), the container
-// runtime (internal/localcri), node agents, or building the binaries.
+// kube-controller-manager and kube-scheduler run only when asked
+// (StartControllerManager, StartScheduler, with the admin credentials, on
+// free loopback ports; Stop and StopDir stop them first). Without them
+// nothing creates default service accounts, finishes namespace deletion,
+// binds PVs or schedules pods: tests bind pods to nodes themselves.
+//
+// It does not own: the container runtime (internal/localcri), node
+// agents, or building the binaries.
 // Start always begins with an empty cluster; nothing is kept between runs.
 // Processes get only loopback addresses; nothing listens elsewhere.
 package localcp

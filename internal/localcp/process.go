@@ -36,13 +36,16 @@ const (
 	tailMaxRead = 32 << 10
 )
 
-// stopOrder lists the processes in the order they are stopped: the API
-// server first, so it never runs without its storage.
-func stopOrder() []string { return []string{ProcAPIServer, ProcEtcd} }
+// stopOrder lists the processes in the order they are stopped: the
+// optional controllers, then the API server, so it never runs without its
+// storage.
+func stopOrder() []string {
+	return []string{ProcScheduler, ProcControllerManager, ProcAPIServer, ProcEtcd}
+}
 
 // Process is a control-plane process found through its pidfile.
 type Process struct {
-	Name string // ProcAPIServer or ProcEtcd
+	Name string // ProcAPIServer, ProcEtcd, ProcControllerManager or ProcScheduler
 	PID  int
 }
 
@@ -286,8 +289,9 @@ func LiveProcesses(dir string) ([]Process, error) {
 }
 
 // StopDir stops the control plane whose state is in dir, by its pidfiles:
-// kube-apiserver then etcd, each with SIGTERM and, after a grace period (cut
-// short when ctx is done), SIGKILL. It removes the pidfiles. Stopping a
+// the scheduler and controller manager (if running), kube-apiserver, then
+// etcd, each with SIGTERM and, after a grace period (cut short when ctx is
+// done), SIGKILL. It removes the pidfiles. Stopping a
 // stopped control plane (or a dir that never held one) is not an error.
 func StopDir(ctx context.Context, dir string) error {
 	dir, err := filepath.Abs(dir)
