@@ -102,8 +102,26 @@ type Config struct {
 	// KillProcess kills one process left in a cgroup being destroyed; nil
 	// sends SIGKILL. A process already gone must not be an error.
 	KillProcess func(pid int) error
-	// Clock paces the retries of a cgroup removal; nil is the real clock.
+	// Clock paces the retries of a cgroup removal and times operations;
+	// nil is the real clock.
 	Clock clock.Clock
+	// Metrics, when set, is told how long each pod and QoS cgroup
+	// operation took (upstream's kubelet_cgroup_manager_duration_seconds).
+	Metrics OperationObserver
+}
+
+// OperationObserver records cgroup operations: op is "create" (a pod
+// cgroup that did not exist), "update" (a pod or QoS cgroup resized) or
+// "destroy", as upstream labels them.
+type OperationObserver interface {
+	ObserveCgroupOperation(op string, d time.Duration)
+}
+
+// observe reports an operation begun at start to Config.Metrics.
+func (m *Manager) observe(op string, start time.Time) {
+	if m.cfg.Metrics != nil {
+		m.cfg.Metrics.ObserveCgroupOperation(op, m.cfg.Clock.Since(start))
+	}
 }
 
 // Manager owns the kubepods cgroup tree: the node-allocatable cgroup, the
@@ -384,9 +402,17 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
 	if m.cfg.PodPidsLimit > 0 {
 		rc.PidsLimit = ptr(m.cfg.PodPidsLimit)
 	}
+	op := "update"
+	if m.cfg.Metrics != nil {
+		if ok, err := d.Exists(ctx, name); err == nil && !ok {
+			op = "create"
+		}
+	}
+	start := m.cfg.Clock.Now()
 	if err := d.Apply(ctx, name, rc); err != nil {
 		return "", fmt.Errorf("cgroupmgr: pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+	m.observe(op, start)
 	return m.literal(name), nil
 }
 
@@ -420,6 +446,7 @@ func (m *Manager) DestroyPod(ctx context.Context, uid types.UID) error {
 	if err != nil {
 		return err
 	}
+	defer m.observe("destroy", m.cfg.Clock.Now())
 	var errs []error
 	for _, parent := range []CgroupName{m.kubepods, m.burstable, m.bestEffort} {
 		name, err := NewCgroupName(parent, podCgroupPrefix+string(uid))

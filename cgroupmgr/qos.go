@@ -77,7 +77,7 @@ func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
 	pct, reserveMemory := m.cfg.QOSReserved[v1.ResourceMemory]
 	if reserveMemory {
 		m.setMemoryReserve(ctx, burstable.rc, bestEffort.rc, memRequests, pct)
-		if applyAll(ctx, d, tiers) == nil {
+		if m.applyAll(ctx, d, tiers) == nil {
 			return nil
 		}
 		// Usage above the wanted limit fails the write: aim at the usage.
@@ -94,7 +94,7 @@ func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
 			}
 		}
 	}
-	if err := applyAll(ctx, d, tiers); err != nil {
+	if err := m.applyAll(ctx, d, tiers); err != nil {
 		return fmt.Errorf("cgroupmgr: update QoS cgroups: %w", err)
 	}
 	logger.V(4).Info("Updated QoS cgroups", "burstableCPUShares", *burstable.rc.CPUShares)
@@ -108,12 +108,15 @@ type qosTier struct {
 
 // applyAll applies every tier, attempting all of them even after a
 // failure.
-func applyAll(ctx context.Context, d Driver, tiers []qosTier) error {
+func (m *Manager) applyAll(ctx context.Context, d Driver, tiers []qosTier) error {
 	var errs []error
 	for _, t := range tiers {
+		start := m.cfg.Clock.Now()
 		if err := d.Apply(ctx, t.name, t.rc); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		m.observe("update", start)
 	}
 	return errors.Join(errs...)
 }

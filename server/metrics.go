@@ -35,6 +35,7 @@ const (
 	MetricImageVolumeRequested     = "kubelet_image_volume_requested_total"
 	MetricImageVolumeMounted       = "kubelet_image_volume_mounted_succeed_total"
 	MetricImageVolumeMountErrors   = "kubelet_image_volume_mounted_errors_total"
+	MetricCgroupManagerDuration    = "kubelet_cgroup_manager_duration_seconds"
 	MetricNodeName                 = "kubelet_node_name"
 	MetricProbeTotal               = "prober_probe_total"
 	MetricProbeDuration            = "prober_probe_duration_seconds"
@@ -108,6 +109,9 @@ type AgentMetrics struct {
 	ImageVolumeRequested   prometheus.Counter
 	ImageVolumeMounted     prometheus.Counter
 	ImageVolumeMountErrors prometheus.Counter
+	// CgroupManagerDuration: seconds per pod or QoS cgroup operation, by
+	// operation_type (create, update, destroy).
+	CgroupManagerDuration *prometheus.HistogramVec
 	// NodeName: 1, labelled with the node's name (SetNodeName).
 	NodeName *prometheus.GaugeVec
 	// Node start-up phases (SetNodeStartup).
@@ -188,6 +192,10 @@ func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
 		ImageVolumeMountErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricImageVolumeMountErrors, Help: beta("Number of failed image volume mounts."),
 		}),
+		CgroupManagerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricCgroupManagerDuration, Buckets: prometheus.DefBuckets,
+			Help: alpha("Duration in seconds for cgroup manager operations. Broken down by method."),
+		}, []string{"operation_type"}),
 		NodeName: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: MetricNodeName, Help: alpha("The node's name. The count is always 1."),
 		}, []string{"node"}),
@@ -198,7 +206,7 @@ func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
 		m.PLEGRelistDuration, m.PLEGRelistInterval, m.PLEGLastSeen, m.RunningPods, m.RunningContainers, m.Evictions,
 		m.RuntimeOperations, m.RuntimeOperationsErrors, m.RuntimeOperationsDuration,
 		m.StartedPods, m.StartedPodsErrors, m.StartedContainers, m.StartedContainersErrors,
-		m.ImagePullDuration, m.ImageVolumeRequested, m.ImageVolumeMounted, m.ImageVolumeMountErrors, m.NodeName}
+		m.ImagePullDuration, m.ImageVolumeRequested, m.ImageVolumeMounted, m.ImageVolumeMountErrors, m.CgroupManagerDuration, m.NodeName}
 	for _, c := range append(cs, m.NodeStartup.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: register agent metrics: %w", err)
@@ -210,6 +218,12 @@ func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
 // ObservePodWorker records one pod sync of the given operation type.
 func (m *AgentMetrics) ObservePodWorker(operation string, d time.Duration) {
 	m.PodWorkerDuration.WithLabelValues(operation).Observe(d.Seconds())
+}
+
+// ObserveCgroupOperation records one cgroup operation (cgroupmgr's
+// OperationObserver).
+func (m *AgentMetrics) ObserveCgroupOperation(op string, d time.Duration) {
+	m.CgroupManagerDuration.WithLabelValues(op).Observe(d.Seconds())
 }
 
 // ObserveRelist records one PLEG relist: how long it took and the time

@@ -27,8 +27,8 @@ type podCgroups struct {
 
 // newPodCgroups builds the cgroup manager from cgroupDriver, cgroupRoot,
 // cgroupsPerQOS, enforceNodeAllocatable, the reservations, cpuCFSQuota and
-// podPidsLimit.
-func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, machine statusmgr.MachineInfo) (*podCgroups, error) {
+// podPidsLimit; metrics get the cgroup operation durations.
+func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, machine statusmgr.MachineInfo, metrics cgroupmgr.OperationObserver) (*podCgroups, error) {
 	m, err := machine.Machine(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("machine info: %w", err)
@@ -66,7 +66,7 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		KubeReserved: list(cfg.KubeReserved), SystemReserved: list(cfg.SystemReserved),
 		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
 		QOSReserved: qosReserved, DisableCPUCFSQuota: !*cfg.CPUCFSQuota, CPUCFSQuotaPeriod: period,
-		PodPidsLimit: *cfg.PodPidsLimit, SystemdBus: systemdBus(os.Getenv),
+		PodPidsLimit: *cfg.PodPidsLimit, SystemdBus: systemdBus(os.Getenv), Metrics: metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)

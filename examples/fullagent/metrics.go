@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientmetrics "k8s.io/client-go/tools/metrics"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -29,6 +31,15 @@ type agentMetrics struct {
 	reg, probeReg        *prometheus.Registry
 }
 
+// restClientHook is client-go's request-metrics hook, which client-go keeps
+// process-wide: registered once, on first use, and pointed at the registry
+// of the agent that started last (tests run several agents in one process).
+var restClientHook = sync.OnceValue(func() *server.RESTClientHook {
+	h := &server.RESTClientHook{}
+	clientmetrics.Register(h.Opts())
+	return h
+})
+
 // newAgentMetrics registers upstream kubelet's metrics, kubernetes_build_info
 // and the Go and process collectors, and records the node's name and how
 // long after boot the agent started.
@@ -47,6 +58,11 @@ func newAgentMetrics(nodeName string, started time.Time) (*agentMetrics, error) 
 	if err := server.RegisterProcessMetrics(m.reg); err != nil {
 		return nil, err
 	}
+	rest, err := server.RegisterRESTClientMetrics(m.reg)
+	if err != nil {
+		return nil, err
+	}
+	restClientHook().Attach(rest)
 	m.SetNodeName(nodeName)
 	var boot time.Time
 	if bt, err := (stats.Machine{}).BootTime(); err == nil {
