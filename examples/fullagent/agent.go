@@ -34,6 +34,7 @@ import (
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
+	"github.com/nodekit/nodekit/pluginwatcher"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/server"
@@ -85,6 +86,7 @@ type agent struct {
 	classes     *runtimeClasses        // runtimeClassName -> handler (runtimeclass.go)
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)
+	plugins     *pluginwatcher.Watcher // CSI and DRA plugin registration (plugins.go)
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
@@ -376,7 +378,8 @@ func (a *agent) startNodeSide(ctx context.Context, start starter) {
 }
 
 // startPodSide makes the root dir a shared mount, sets up the pod cgroups
-// and device plugins, and starts the parts pods run with: volumes, PLEG,
+// and device plugins, and starts the parts pods run with: the plugin
+// watcher, volumes, PLEG,
 // OOM watcher, log rotation, probes, pod sources, node shutdown, reclaim
 // and the resource managers.
 func (a *agent) startPodSide(ctx context.Context, start starter) error {
@@ -393,6 +396,7 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 	if err := a.devices.Start(ctx); err != nil {
 		return err
 	}
+	start("plugin watcher", a.plugins.Run)
 	if a.watching != nil {
 		start("volume object watches", a.watching.Run)
 	}

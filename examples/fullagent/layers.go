@@ -305,6 +305,9 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
 		return nil, err
 	}
+	if a.plugins, err = a.newPluginWatcher(); err != nil {
+		return nil, err
+	}
 	return admission.DefaultChain(admission.ChainConfig{
 		// The eviction manager needs the loop, so it is built on the
 		// node side and joins the chain through a closure.
