@@ -40,9 +40,10 @@ type cacheEntry struct {
 // flight is a run of the plugin that concurrent requests for the same
 // image wait on instead of running it again.
 type flight struct {
-	done chan struct{}
-	auth map[string]Credential
-	err  error
+	done    chan struct{}
+	auth    map[string]Credential
+	err     error
+	waiters int // requests that joined the run (p.mu)
 }
 
 // allowed reports whether the provider is asked about image.
@@ -75,6 +76,8 @@ func (p *provider) provide(ctx context.Context, image string) (map[string]Creden
 		// The run outlives the first asker's cancellation (others may be
 		// waiting on it); execTimeout bounds it.
 		go p.fly(context.WithoutCancel(ctx), image, f)
+	} else {
+		f.waiters++
 	}
 	p.mu.Unlock()
 	select {

@@ -9,7 +9,8 @@
 // -cache-duration (a Go duration; omitted from the response when empty),
 // -api-version (of the response; default the request's), -key (the auth
 // map's key; default the image's registry), -fail (exit 1 with the
-// message on stderr). agenttest.BuildCredentialProvider builds it.
+// message on stderr), -wait-for (after logging, wait until the file
+// exists). agenttest.BuildCredentialProvider builds it.
 package main
 
 import (
@@ -55,6 +56,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	apiVersion := fs.String("api-version", "", "apiVersion of the response (default: the request's)")
 	key := fs.String("key", "", "key of the auth entry (default: the image's registry)")
 	fail := fs.String("fail", "", "fail with this message")
+	waitFor := fs.String("wait-for", "", "after logging the call, wait until this file exists")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +79,12 @@ func run(args []string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+	}
+	for *waitFor != "" {
+		if _, err := os.Stat(*waitFor); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if *fail != "" {
 		return fmt.Errorf("%s", *fail)
