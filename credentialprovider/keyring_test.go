@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,9 +177,9 @@ func TestKeyringPluginFailures(t *testing.T) {
 	}
 	t.Run("messages", func(t *testing.T) {
 		for args, want := range map[string]string{
-			`"-fail=no credentials today"`: "error execing credential provider plugin credprovtest for image a.example.com/one: exit status 1: no credentials today",
+			`"-fail=no credentials today"`:                             "error execing credential provider plugin credprovtest for image a.example.com/one: exit status 1: no credentials today",
 			`"-api-version=credentialprovider.kubelet.k8s.io/v1beta1"`: "apiVersion from credential plugin response did not match expected apiVersion:credentialprovider.kubelet.k8s.io/v1, actual apiVersion:credentialprovider.kubelet.k8s.io/v1beta1",
-			`"-cache-key-type=Pod"`: "credential provider plugin did not return a valid cacheKeyType: Pod",
+			`"-cache-key-type=Pod"`:                                    "credential provider plugin did not return a valid cacheKeyType: Pod",
 		} {
 			kr, _, _ := setup(t, `"*.example.com"`, args)
 			_, err := kr.providers[0].provide(t.Context(), "a.example.com/one")
@@ -190,11 +191,14 @@ func TestKeyringPluginFailures(t *testing.T) {
 }
 
 // TestKeyringCollapsesConcurrentRequests holds the plugin's first run
-// until seven more requests for the image have joined it: one run answers
+// (blocked on a FIFO) until seven more requests for the image have joined it: one run answers
 // all eight.
 func TestKeyringCollapsesConcurrentRequests(t *testing.T) {
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
+	if err := syscall.Mkfifo(release, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	kr, _, log := setup(t, `"*.example.com"`, `"-cache-duration=0s", "-wait-for=`+release+`"`)
 	p := kr.providers[0]
 	results := make(chan []*runtimeapi.AuthConfig, 8)
@@ -217,7 +221,13 @@ func TestKeyringCollapsesConcurrentRequests(t *testing.T) {
 		f := p.inflight["a.example.com/one"]
 		return f != nil && f.waiters == 7
 	})
-	writeFile(t, release, "")
+	// The plugin is blocked opening the FIFO; opening its other end
+	// releases it.
+	f, err := os.OpenFile(release, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
 	for range 8 {
 		wantAlice(t, <-results)
 	}

@@ -9,8 +9,8 @@
 // -cache-duration (a Go duration; omitted from the response when empty),
 // -api-version (of the response; default the request's), -key (the auth
 // map's key; default the image's registry), -fail (exit 1 with the
-// message on stderr), -wait-for (after logging, wait until the file
-// exists). agenttest.BuildCredentialProvider builds it.
+// message on stderr), -wait-for (after logging, open the FIFO for
+// reading: the plugin blocks until the test opens it for writing). agenttest.BuildCredentialProvider builds it.
 package main
 
 import (
@@ -56,7 +56,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	apiVersion := fs.String("api-version", "", "apiVersion of the response (default: the request's)")
 	key := fs.String("key", "", "key of the auth entry (default: the image's registry)")
 	fail := fs.String("fail", "", "fail with this message")
-	waitFor := fs.String("wait-for", "", "after logging the call, wait until this file exists")
+	waitFor := fs.String("wait-for", "", "after logging the call, open this FIFO for reading, which blocks until a writer opens it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,11 +80,12 @@ func run(args []string, in io.Reader, out io.Writer) error {
 			return err
 		}
 	}
-	for *waitFor != "" {
-		if _, err := os.Stat(*waitFor); err == nil {
-			break
+	if *waitFor != "" {
+		f, err := os.Open(*waitFor)
+		if err != nil {
+			return err
 		}
-		time.Sleep(10 * time.Millisecond)
+		_ = f.Close()
 	}
 	if *fail != "" {
 		return fmt.Errorf("%s", *fail)
