@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubeletv1 "k8s.io/kubelet/config/v1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
@@ -99,9 +100,7 @@ func decodeConfig(file string) (*kubeletv1.CredentialProviderConfig, error) {
 
 // ValidateConfig checks cfg as kubelet v1.37 does, with kubelet's field
 // paths and messages. saTokens is the state of the feature gate
-// KubeletServiceAccountTokenForCredentialProviders. On top of kubelet's
-// checks, tokenAttributes is refused when the gate is on, since nodekit
-// does not request service-account tokens for providers.
+// KubeletServiceAccountTokenForCredentialProviders.
 func ValidateConfig(cfg *kubeletv1.CredentialProviderConfig, saTokens bool) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("providers")
@@ -155,8 +154,7 @@ func validateName(path *field.Path, name string, seen sets.Set[string]) field.Er
 	return errs
 }
 
-// validateTokenAttributes: kubelet's own checks when the gate is off,
-// nodekit's refusal when it is on.
+// validateTokenAttributes is kubelet's validation of tokenAttributes.
 func validateTokenAttributes(path *field.Path, p kubeletv1.CredentialProvider, saTokens bool) field.ErrorList {
 	var errs field.ErrorList
 	if !saTokens {
@@ -172,8 +170,37 @@ func validateTokenAttributes(path *field.Path, p kubeletv1.CredentialProvider, s
 	if p.APIVersion != credv1.SchemeGroupVersion.String() {
 		errs = append(errs, field.Forbidden(path, "tokenAttributes is only supported for "+credv1.SchemeGroupVersion.String()+" API version"))
 	}
-	if saTokens {
-		errs = append(errs, field.Forbidden(path, "not supported by nodekit: service-account tokens for credential providers are not requested"))
+	if ta.RequireServiceAccount != nil && !*ta.RequireServiceAccount && len(ta.RequiredServiceAccountAnnotationKeys) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("requiredServiceAccountAnnotationKeys"), "requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set"))
+	}
+	errs = append(errs, validateAnnotationKeys(path.Child("requiredServiceAccountAnnotationKeys"), ta.RequiredServiceAccountAnnotationKeys)...)
+	errs = append(errs, validateAnnotationKeys(path.Child("optionalServiceAccountAnnotationKeys"), ta.OptionalServiceAccountAnnotationKeys)...)
+	both := sets.New(ta.RequiredServiceAccountAnnotationKeys...).Intersection(sets.New(ta.OptionalServiceAccountAnnotationKeys...))
+	if both.Len() > 0 {
+		errs = append(errs, field.Invalid(path, sets.List(both), "annotation keys cannot be both required and optional"))
+	}
+	cacheTypes := []string{string(kubeletv1.ServiceAccountServiceAccountTokenCacheType), string(kubeletv1.TokenServiceAccountTokenCacheType)}
+	switch {
+	case ta.CacheType == "":
+		errs = append(errs, field.Required(path.Child("cacheType"), "cacheType is required to be set when tokenAttributes is specified. Supported values are: "+strings.Join(cacheTypes, ", ")))
+	case !slices.Contains(cacheTypes, string(ta.CacheType)):
+		errs = append(errs, field.NotSupported(path.Child("cacheType"), ta.CacheType, cacheTypes))
+	}
+	return errs
+}
+
+// validateAnnotationKeys: qualified names (case aside), no duplicates.
+func validateAnnotationKeys(path *field.Path, keys []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := sets.New[string]()
+	for _, k := range keys {
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(k)) {
+			errs = append(errs, field.Invalid(path, k, msg))
+		}
+		if seen.Has(k) {
+			errs = append(errs, field.Duplicate(path, k))
+		}
+		seen.Insert(k)
 	}
 	return errs
 }

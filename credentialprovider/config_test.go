@@ -47,9 +47,22 @@ func TestValidateConfig(t *testing.T) {
 		{name: "tokenAttributes with the gate off", mutate: func(p *kubeletv1.CredentialProvider) {
 			p.TokenAttributes = &kubeletv1.ServiceAccountTokenAttributes{ServiceAccountTokenAudience: "aud", RequireServiceAccount: &yes}
 		}, want: []string{"providers.tokenAttributes: Forbidden: tokenAttributes is not supported when KubeletServiceAccountTokenForCredentialProviders feature gate is disabled"}},
-		{name: "tokenAttributes with the gate on: nodekit refuses", saTokens: true, mutate: func(p *kubeletv1.CredentialProvider) {
+		{name: "tokenAttributes valid", saTokens: true, mutate: func(p *kubeletv1.CredentialProvider) {
+			p.TokenAttributes = &kubeletv1.ServiceAccountTokenAttributes{ServiceAccountTokenAudience: "aud", RequireServiceAccount: &yes, CacheType: "ServiceAccount",
+				RequiredServiceAccountAnnotationKeys: []string{"example.com/role"}, OptionalServiceAccountAnnotationKeys: []string{"example.com/team"}}
+		}},
+		{name: "tokenAttributes annotation keys and cacheType", saTokens: true, mutate: func(p *kubeletv1.CredentialProvider) {
+			no := false
+			p.TokenAttributes = &kubeletv1.ServiceAccountTokenAttributes{ServiceAccountTokenAudience: "aud", RequireServiceAccount: &no, CacheType: "Pod",
+				RequiredServiceAccountAnnotationKeys: []string{"a/b", "a/b"}, OptionalServiceAccountAnnotationKeys: []string{"a/b", "bad key"}}
+		}, want: []string{"providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Forbidden: requireServiceAccount cannot be false when requiredServiceAccountAnnotationKeys is set",
+			`providers.tokenAttributes.requiredServiceAccountAnnotationKeys: Duplicate value: "a/b"`,
+			`providers.tokenAttributes.optionalServiceAccountAnnotationKeys: Invalid value: "bad key"`,
+			"annotation keys cannot be both required and optional",
+			`providers.tokenAttributes.cacheType: Unsupported value: "Pod"`}},
+		{name: "tokenAttributes without cacheType", saTokens: true, mutate: func(p *kubeletv1.CredentialProvider) {
 			p.TokenAttributes = &kubeletv1.ServiceAccountTokenAttributes{ServiceAccountTokenAudience: "aud", RequireServiceAccount: &yes}
-		}, want: []string{"providers.tokenAttributes: Forbidden: not supported by nodekit"}},
+		}, want: []string{"providers.tokenAttributes.cacheType: Required value: cacheType is required to be set when tokenAttributes is specified. Supported values are: ServiceAccount, Token"}},
 		{name: "tokenAttributes incomplete", saTokens: true, mutate: func(p *kubeletv1.CredentialProvider) {
 			p.TokenAttributes = &kubeletv1.ServiceAccountTokenAttributes{}
 			p.APIVersion = "credentialprovider.kubelet.k8s.io/v1beta1"

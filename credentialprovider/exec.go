@@ -34,12 +34,13 @@ type execPlugin struct {
 	env        []string // the process environment, then the config's env
 }
 
-// run asks the plugin about image and blocks until it exits or
+// run asks the plugin about image (with the service account's token and
+// annotations, when the provider has tokenAttributes) and blocks until it exits or
 // execTimeout passes. The returned response is the caller's.
-func (e *execPlugin) run(ctx context.Context, image string) (*credv1.CredentialProviderResponse, error) {
+func (e *execPlugin) run(ctx context.Context, image, token string, annotations map[string]string) (*credv1.CredentialProviderResponse, error) {
 	req, err := json.Marshal(&credv1.CredentialProviderRequest{
 		TypeMeta: metav1.TypeMeta{Kind: "CredentialProviderRequest", APIVersion: e.apiVersion},
-		Image:    image,
+		Image:    image, ServiceAccountToken: token, ServiceAccountAnnotations: annotations,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode auth request: %w", err)

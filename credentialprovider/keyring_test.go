@@ -54,6 +54,12 @@ func TestMain(m *testing.M) {
 // returns the keyring, its fake clock and the plugin's call log.
 func setup(t *testing.T, matchImages, args string) (*Keyring, *clocktesting.FakePassiveClock, string) {
 	t.Helper()
+	return setupSA(t, matchImages, args, "", nil)
+}
+
+// setupSA is setup with tokenAttributes (YAML lines under it) served by sas.
+func setupSA(t *testing.T, matchImages, args, tokenAttributes string, sas ServiceAccounts) (*Keyring, *clocktesting.FakePassiveClock, string) {
+	t.Helper()
 	bin := testPlugin(t)
 	dir := t.TempDir()
 	log := filepath.Join(dir, "calls.log")
@@ -61,10 +67,13 @@ func setup(t *testing.T, matchImages, args string) (*Keyring, *clocktesting.Fake
 		"  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [" + args + "]\n" +
 		"  env:\n  - name: CREDPROVTEST_USERNAME\n    value: alice\n  - name: CREDPROVTEST_PASSWORD\n    value: s3cret\n" +
 		"  - name: CREDPROVTEST_LOG\n    value: " + log + "\n"
+	if tokenAttributes != "" {
+		cfg += "  tokenAttributes:\n" + tokenAttributes
+	}
 	path := filepath.Join(dir, "config.yaml")
 	writeFile(t, path, cfg)
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1e9, 0))
-	kr, err := Load(Config{ConfigPath: path, BinDir: bin, ServiceAccountTokens: true, Clock: clk, Environ: func() []string { return nil }})
+	kr, err := Load(Config{ConfigPath: path, BinDir: bin, ServiceAccountTokens: true, Clock: clk, Environ: func() []string { return nil }, ServiceAccounts: sas})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +90,13 @@ func calls(t *testing.T, log string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Fields(string(b))
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
 }
 
 func wantAlice(t *testing.T, got []*runtimeapi.AuthConfig) {
@@ -182,7 +197,7 @@ func TestKeyringPluginFailures(t *testing.T) {
 			`"-cache-key-type=Pod"`:                                    "credential provider plugin did not return a valid cacheKeyType: Pod",
 		} {
 			kr, _, _ := setup(t, `"*.example.com"`, args)
-			_, err := kr.providers[0].provide(t.Context(), "a.example.com/one")
+			_, err := kr.providers[0].provide(t.Context(), "a.example.com/one", pod)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("args %s: error %v, want %q", args, err, want)
 			}

@@ -2,10 +2,13 @@ package credentialprovider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	kubeletv1 "k8s.io/kubelet/config/v1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 	"k8s.io/utils/clock"
 )
@@ -25,10 +28,11 @@ type provider struct {
 	defaultCache time.Duration
 	plugin       *execPlugin
 	clock        clock.PassiveClock
+	sa           *saProvider // nil without tokenAttributes
 
 	mu        sync.Mutex
 	cache     map[string]cacheEntry // by image, registry or globalCacheKey
-	inflight  map[string]*flight    // by image
+	inflight  map[string]*flight    // by image (and token and annotations)
 	lastPurge time.Time
 }
 
@@ -56,26 +60,42 @@ func (p *provider) allowed(image string) bool {
 	return false
 }
 
-// provide returns the provider's docker config for image (nil when its
-// matchImages do not match): from the cache, from a run in progress for
-// the same image, or from a new run. It blocks while the plugin runs or
-// until ctx is done. The returned map must not be modified.
-func (p *provider) provide(ctx context.Context, image string) (map[string]Credential, error) {
+// provide returns the provider's docker config for image pulled for pod
+// (nil when its matchImages do not match, or when the provider wants a
+// service account the pod lacks): from the cache, from a run in progress
+// for the same image (and token), or from a new run. With tokenAttributes
+// the pod's service account is read and a token requested first. It
+// blocks while the plugin runs or until ctx is done. The returned map
+// must not be modified.
+func (p *provider) provide(ctx context.Context, image string, pod *v1.Pod) (map[string]Credential, error) {
 	if !p.allowed(image) {
 		return nil, nil
 	}
+	sa := &saRequest{}
+	if p.sa != nil {
+		var err error
+		if sa, err = p.sa.request(ctx, pod); errors.Is(err, errSkip) {
+			return nil, nil
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	flightKey := image
+	if sa.flightKey != "" {
+		flightKey = joinKey(image, sa.flightKey)
+	}
 	p.mu.Lock()
-	if auth, ok := p.cached(image); ok {
+	if auth, ok := p.cached(image, sa.cacheKey); ok {
 		p.mu.Unlock()
 		return auth, nil
 	}
-	f, running := p.inflight[image]
+	f, running := p.inflight[flightKey]
 	if !running {
 		f = &flight{done: make(chan struct{})}
-		p.inflight[image] = f
+		p.inflight[flightKey] = f
 		// The run outlives the first asker's cancellation (others may be
 		// waiting on it); execTimeout bounds it.
-		go p.fly(context.WithoutCancel(ctx), image, f)
+		go p.fly(context.WithoutCancel(ctx), image, flightKey, sa, f)
 	} else {
 		f.waiters++
 	}
@@ -88,9 +108,18 @@ func (p *provider) provide(ctx context.Context, image string) (map[string]Creden
 	}
 }
 
-// cached looks image up under its image, registry and global keys.
-// p.mu is held.
-func (p *provider) cached(image string) (map[string]Credential, bool) {
+// cacheKey is a base key (image, registry or global) with the service
+// account's part, if any.
+func cacheKey(base, sa string) string {
+	if sa == "" {
+		return base
+	}
+	return joinKey(base, sa)
+}
+
+// cached looks image up under its image, registry and global keys (each
+// with the service account's part). p.mu is held.
+func (p *provider) cached(image, sa string) (map[string]Credential, bool) {
 	now := p.clock.Now()
 	if now.Sub(p.lastPurge) >= purgeInterval {
 		for k, e := range p.cache {
@@ -101,7 +130,7 @@ func (p *provider) cached(image string) (map[string]Credential, bool) {
 		p.lastPurge = now
 	}
 	for _, k := range []string{image, registryOf(image), globalCacheKey} {
-		if e, ok := p.cache[k]; ok && !now.After(e.expires) {
+		if e, ok := p.cache[cacheKey(k, sa)]; ok && !now.After(e.expires) {
 			return e.auth, true
 		}
 	}
@@ -111,12 +140,19 @@ func (p *provider) cached(image string) (map[string]Credential, bool) {
 // fly runs the plugin, caches its answer and releases the waiters; the
 // cache entry and the end of the flight are one step under p.mu, so a
 // later request finds one or the other.
-func (p *provider) fly(ctx context.Context, image string, f *flight) {
-	resp, err := p.plugin.run(ctx, image)
+func (p *provider) fly(ctx context.Context, image, flightKey string, sa *saRequest, f *flight) {
+	resp, err := p.plugin.run(ctx, image, sa.token, sa.annotations)
 	var key string
 	var expires time.Time
 	if err == nil {
 		f.auth, key, expires, err = p.digest(image, resp)
+	}
+	if err == nil && sa.token != "" && p.sa.attrs.CacheType != kubeletv1.TokenServiceAccountTokenCacheType {
+		for _, a := range f.auth {
+			if a.Password == sa.token {
+				err = errors.New("credential provider plugin returned the service account token as the password which is not allowed when service account cache type is not set to 'Token'")
+			}
+		}
 	}
 	if err != nil {
 		f.err = fmt.Errorf("failed to get credential from external registry credential provider: %w", err)
@@ -124,9 +160,9 @@ func (p *provider) fly(ctx context.Context, image string, f *flight) {
 	}
 	p.mu.Lock()
 	if err == nil && key != "" {
-		p.cache[key] = cacheEntry{auth: f.auth, expires: expires}
+		p.cache[cacheKey(key, sa.cacheKey)] = cacheEntry{auth: f.auth, expires: expires}
 	}
-	delete(p.inflight, image)
+	delete(p.inflight, flightKey)
 	p.mu.Unlock()
 	close(f.done)
 }

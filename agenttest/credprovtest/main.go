@@ -1,7 +1,8 @@
 // Command credprovtest is a kubelet image credential provider plugin for
 // tests (credentialprovider.kubelet.k8s.io/v1 exec protocol). It reads
-// the CredentialProviderRequest on stdin, appends the request's image as
-// one line to the file $CREDPROVTEST_LOG (when set), and answers with
+// the CredentialProviderRequest on stdin, appends the request's image
+// (with its service-account token and annotations, if any) as one line to
+// the file $CREDPROVTEST_LOG (when set), and answers with
 // $CREDPROVTEST_USERNAME and $CREDPROVTEST_PASSWORD for the image's
 // registry (or for the -key flag's pattern).
 //
@@ -9,7 +10,7 @@
 // -cache-duration (a Go duration; omitted from the response when empty),
 // -api-version (of the response; default the request's), -key (the auth
 // map's key; default the image's registry), -fail (exit 1 with the
-// message on stderr), -wait-for (after logging, open the FIFO for
+// message on stderr), -token-as-password, -wait-for (after logging, open the FIFO for
 // reading: the plugin blocks until the test opens it for writing). agenttest.BuildCredentialProvider builds it.
 package main
 
@@ -19,14 +20,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
 	"time"
 )
 
 type request struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Image      string `json:"image"`
+	APIVersion                string            `json:"apiVersion"`
+	Kind                      string            `json:"kind"`
+	Image                     string            `json:"image"`
+	ServiceAccountToken       string            `json:"serviceAccountToken"`
+	ServiceAccountAnnotations map[string]string `json:"serviceAccountAnnotations"`
 }
 
 type authConfig struct {
@@ -56,6 +60,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	apiVersion := fs.String("api-version", "", "apiVersion of the response (default: the request's)")
 	key := fs.String("key", "", "key of the auth entry (default: the image's registry)")
 	fail := fs.String("fail", "", "fail with this message")
+	tokenPassword := fs.Bool("token-as-password", false, "answer with the request's service-account token as the password")
 	waitFor := fs.String("wait-for", "", "after logging the call, open this FIFO for reading, which blocks until a writer opens it")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,7 +77,7 @@ func run(args []string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintln(f, req.Image)
+		_, err = fmt.Fprintln(f, logLine(req))
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -105,6 +110,28 @@ func run(args []string, in io.Reader, out io.Writer) error {
 	if k == "" {
 		k, _, _ = strings.Cut(req.Image, "/")
 	}
-	resp.Auth = map[string]authConfig{k: {Username: os.Getenv("CREDPROVTEST_USERNAME"), Password: os.Getenv("CREDPROVTEST_PASSWORD")}}
+	password := os.Getenv("CREDPROVTEST_PASSWORD")
+	if *tokenPassword {
+		password = req.ServiceAccountToken
+	}
+	resp.Auth = map[string]authConfig{k: {Username: os.Getenv("CREDPROVTEST_USERNAME"), Password: password}}
 	return json.NewEncoder(out).Encode(resp)
+}
+
+// logLine is the image, then with a service-account token " token=T" and
+// the annotations " k=v" in key order.
+func logLine(req request) string {
+	line := req.Image
+	if req.ServiceAccountToken != "" {
+		line += " token=" + req.ServiceAccountToken
+	}
+	keys := make([]string, 0, len(req.ServiceAccountAnnotations))
+	for k := range req.ServiceAccountAnnotations {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		line += " " + k + "=" + req.ServiceAccountAnnotations[k]
+	}
+	return line
 }
