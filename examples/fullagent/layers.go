@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/clock"
@@ -47,7 +50,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	if err != nil {
 		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
 	}
-	creds, err := credentialProviders(o, a.gates)
+	creds, err := credentialProviders(o, a.gates, a.serviceAccounts())
 	if err != nil {
 		return nil, err
 	}
@@ -86,19 +89,44 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 // credentialProviders loads the image credential provider plugins when
 // either flag is given, as kubelet: a missing bin dir or config, an
 // invalid config or a missing plugin binary stops the agent, naming it.
-// Nil when neither flag is set.
-func credentialProviders(o *options, gates featuregate.FeatureGate) (criruntime.CredentialLookup, error) {
+// Nil when neither flag is set. sas (nil when standalone) serves the
+// providers with tokenAttributes.
+func credentialProviders(o *options, gates featuregate.FeatureGate, sas credentialprovider.ServiceAccounts) (criruntime.CredentialLookup, error) {
 	if o.credProviderConfig == "" && o.credProviderBinDir == "" {
 		return nil, nil
 	}
 	kr, err := credentialprovider.Load(credentialprovider.Config{
 		ConfigPath: o.credProviderConfig, BinDir: o.credProviderBinDir,
 		ServiceAccountTokens: gates.Enabled("KubeletServiceAccountTokenForCredentialProviders"),
+		ServiceAccounts:      sas,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("image credential providers (--image-credential-provider-config, --image-credential-provider-bin-dir): %w", err)
 	}
 	return kr, nil
+}
+
+// serviceAccounts reads service accounts and requests their tokens with
+// the node's client, for credential providers; nil when standalone.
+func (a *agent) serviceAccounts() credentialprovider.ServiceAccounts {
+	if a.client == nil {
+		return nil
+	}
+	return clientServiceAccounts{a.client}
+}
+
+// clientServiceAccounts is credentialprovider.ServiceAccounts over a
+// clientset.
+type clientServiceAccounts struct{ c kubernetes.Interface }
+
+var _ credentialprovider.ServiceAccounts = clientServiceAccounts{}
+
+func (s clientServiceAccounts) GetServiceAccount(ctx context.Context, namespace, name string) (*v1.ServiceAccount, error) {
+	return s.c.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s clientServiceAccounts) CreateToken(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return s.c.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req, metav1.CreateOptions{})
 }
 
 // newSources builds the pod sources (static pod path, static pod URL, the
