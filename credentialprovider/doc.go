@@ -10,10 +10,14 @@
 //
 // Keyring.Lookup gives the credentials for an image in upstream's order,
 // ready for CRI PullImage; the image puller (criruntime) tries them after
-// the pod's pull secrets. It does not pull, does not read pull secrets,
-// and does not yet request service-account tokens for providers: a
-// provider with tokenAttributes is refused when the config is loaded,
-// naming the field.
+// the pod's pull secrets. A provider with tokenAttributes (feature
+// KubeletServiceAccountTokenForCredentialProviders) is sent a token of the
+// pod's service account, bound to the pod, with the account's required and
+// optional annotations; its answers are cached per service account (and
+// per token with cacheType Token). Config.ServiceAccounts reads accounts
+// and requests tokens; without it such a provider is refused at Load,
+// naming the field. The package does not pull, does not read pull
+// secrets, and keeps no plugin metrics.
 //
 // Usage:
 //
