@@ -1,7 +1,8 @@
 // Package criruntime implements nodekit.Runtime over any CRI v1 endpoint
 // (containerd, CRI-O, ...): pod sandboxes, images with pull policies and pull
-// secrets, containers with their configuration, graceful stop, listing and
-// status.
+// secrets (then Config.Credentials, the credential provider plugins, as
+// upstream's keyring orders them), containers with their configuration,
+// graceful stop, listing and status.
 //
 // It carries out the actions it is given; it does not decide restarts,
 // back-off or ordering (the sync loop does). Optional capabilities used by

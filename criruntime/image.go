@@ -11,6 +11,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
@@ -123,9 +124,10 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	// As upstream, Pulling is reported when the pull is asked for, before
 	// any wait for a turn; Pulled gives the pull's own time and the time
 	// including that wait.
+	creds := r.pullCredentials(ctx, pod, image, secrets)
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", requested)
 	asked := r.cfg.Clock.Now()
-	res, err := r.pullImage(ctx, spec, secrets, sandbox) // pull.go
+	res, err := r.pullImage(ctx, spec, creds, sandbox) // pull.go
 	if err != nil {
 		// Upstream's event names the image; the status message is the
 		// pull's error alone (the back-off's message repeats it).
@@ -138,12 +140,28 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	return res.image, nil
 }
 
-// pull tries each credential from the pull secrets that matches the image's
-// registry, then an anonymous pull, and returns the first success.
-func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
-	creds := credentialsFor(spec.Image, secrets)
+// pullCredentials are the credentials to pull image with, in upstream's
+// order: the pod's pull secrets that match the image's registry, then
+// Config.Credentials' (the credential provider plugins), which are asked
+// about the image's repository without tag or digest, as kubelet asks.
+func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string, secrets []v1.Secret) []*runtimeapi.AuthConfig {
+	creds := credentialsFor(image, secrets)
+	if r.cfg.Credentials != nil {
+		creds = append(creds, r.cfg.Credentials.Lookup(ctx, repositoryOf(image), pod)...)
+	}
+	return creds
+}
+
+// pull tries each credential in turn and returns the first success; with
+// no credentials it pulls anonymously. As upstream, an image with
+// credentials is not then tried anonymously, and the error of the failed
+// tries is their aggregate (one error's own message when there was one).
+func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+	if len(creds) == 0 {
+		return r.is.PullImage(ctx, spec, nil, sandbox)
+	}
 	var errs []error
-	for _, auth := range append(creds, nil) {
+	for _, auth := range creds {
 		ref, err := r.is.PullImage(ctx, spec, auth, sandbox)
 		if err == nil {
 			return ref, nil
@@ -153,7 +171,30 @@ func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, secrets 
 			break
 		}
 	}
-	return "", errors.Join(errs...)
+	return "", utilerrors.NewAggregate(errs)
+}
+
+// repositoryOf is image's repository, fully qualified and without tag or
+// digest (docker.io/library/busybox for busybox:1.37), as upstream's
+// parsers.ParseImageName gives it to the credential providers.
+func repositoryOf(image string) string {
+	repo, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	first, rest, found := strings.Cut(repo, "/")
+	switch {
+	case !found:
+		return "docker.io/library/" + repo
+	case first == "index.docker.io" || first == "docker.io":
+		if !strings.Contains(rest, "/") {
+			rest = "library/" + rest
+		}
+		return "docker.io/" + rest
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		return "docker.io/" + repo
+	}
+	return repo
 }
 
 // dockerConfig is the content of a kubernetes.io/dockerconfigjson secret; a

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
@@ -73,7 +72,7 @@ type pulled struct {
 
 // pullImage waits for a pull slot, takes a rate-limit token, then pulls
 // under the pull deadline and looks the image up for its size.
-func (r *Runtime) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, secrets []v1.Secret, sandbox *runtimeapi.PodSandboxConfig) (*pulled, error) {
+func (r *Runtime) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (*pulled, error) {
 	p := r.pulls
 	if p.slots != nil {
 		select {
@@ -93,7 +92,7 @@ func (r *Runtime) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, sec
 		pctx, cancel = context.WithTimeout(ctx, p.deadline)
 		defer cancel()
 	}
-	ref, err := r.pull(pctx, spec, secrets, sandbox)
+	ref, err := r.pull(pctx, spec, creds, sandbox)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
 			image := spec.UserSpecifiedImage

@@ -26,6 +26,13 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
+// CredentialLookup gives registry credentials for an image repository
+// (fully qualified, without tag or digest) pulled for pod, in the order
+// to try them. It may block (a plugin runs); a failure gives none.
+type CredentialLookup interface {
+	Lookup(ctx context.Context, image string, pod *v1.Pod) []*runtimeapi.AuthConfig
+}
+
 // Config configures a Runtime. Only Endpoint is required.
 type Config struct {
 	// Endpoint is the CRI socket, e.g. unix:///run/containerd/containerd.sock.
@@ -66,6 +73,11 @@ type Config struct {
 	// overall deadline: a pull that exceeds it fails with "image pull of
 	// IMAGE exceeded deadline D".
 	PullDeadline time.Duration
+	// Credentials, when set, gives registry credentials for the images
+	// to pull beyond the pod's pull secrets: kubelet's credential
+	// provider plugins (package credentialprovider's Keyring). They are
+	// tried after the secrets' that match, as upstream.
+	Credentials CredentialLookup
 
 	// RootDir is the agent's root directory (kubelet's --root-dir).
 	// Localhost seccomp profiles are read from RootDir/seccomp, and the

@@ -35,6 +35,10 @@ type options struct {
 	containerGCPeriod   time.Duration
 	// seccompDefault is --seccomp-default: on when it or seccompDefault is.
 	seccompDefault bool
+	// The image credential provider plugins (--image-credential-provider-config
+	// and --image-credential-provider-bin-dir): both or neither.
+	credProviderConfig string
+	credProviderBinDir string
 	// fullagent-only.
 	logJSON       bool
 	podCheckpoint bool
@@ -58,8 +62,6 @@ func refusedFlags() map[string]string {
 		"experimental-mounter-path":                "",
 		"experimental-allocatable-ignore-eviction": "false",
 		"runtime-cgroups":                          "",
-		"image-credential-provider-config":         "",
-		"image-credential-provider-bin-dir":        "",
 		"housekeeping-interval":                    "10s",
 	}
 }
@@ -168,8 +170,9 @@ func (o *options) bindNodeFlags(fs *pflag.FlagSet) {
 	fs.String("experimental-mounter-path", "", usage["experimental-mounter-path"])
 	fs.Bool("experimental-allocatable-ignore-eviction", false, usage["experimental-allocatable-ignore-eviction"])
 	fs.String("runtime-cgroups", "", usage["runtime-cgroups"])
-	fs.String("image-credential-provider-config", "", usage["image-credential-provider-config"])
-	fs.String("image-credential-provider-bin-dir", "", usage["image-credential-provider-bin-dir"])
+	fs.StringVar(&o.credProviderConfig, "image-credential-provider-config", "", "path to a credential provider plugin config file (JSON/YAML/YML, kubelet.config.k8s.io/v1 CredentialProviderConfig) "+
+		"or a directory of such files (merged in lexical order; non-recursive); needs --image-credential-provider-bin-dir")
+	fs.StringVar(&o.credProviderBinDir, "image-credential-provider-bin-dir", "", "directory of the credential provider plugin binaries")
 	fs.BoolVar(&o.seccompDefault, "seccomp-default", false, "RuntimeDefault seccomp for every container without a profile (or seccompDefault)")
 	fs.Duration("housekeeping-interval", 10*time.Second, usage["housekeeping-interval"])
 }

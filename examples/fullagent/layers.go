@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
+	"github.com/nodekit/nodekit/credentialprovider"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/criruntime/userns"
 	"github.com/nodekit/nodekit/logs"
@@ -45,6 +50,10 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	if err != nil {
 		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
 	}
+	creds, err := credentialProviders(o, a.gates, a.serviceAccounts())
+	if err != nil {
+		return nil, err
+	}
 	maxPulls := 0
 	if cfg.MaxParallelImagePulls != nil {
 		maxPulls = int(*cfg.MaxParallelImagePulls)
@@ -56,7 +65,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
-		DisableCPUCFSQuota: !*cfg.CPUCFSQuota, Metrics: a.metrics,
+		DisableCPUCFSQuota: !*cfg.CPUCFSQuota, Metrics: a.metrics, Credentials: creds,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
@@ -75,6 +84,49 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	cache := pleg.NewCache()
 	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
 	return cache, nil
+}
+
+// credentialProviders loads the image credential provider plugins when
+// either flag is given, as kubelet: a missing bin dir or config, an
+// invalid config or a missing plugin binary stops the agent, naming it.
+// Nil when neither flag is set. sas (nil when standalone) serves the
+// providers with tokenAttributes.
+func credentialProviders(o *options, gates featuregate.FeatureGate, sas credentialprovider.ServiceAccounts) (criruntime.CredentialLookup, error) {
+	if o.credProviderConfig == "" && o.credProviderBinDir == "" {
+		return nil, nil
+	}
+	kr, err := credentialprovider.Load(credentialprovider.Config{
+		ConfigPath: o.credProviderConfig, BinDir: o.credProviderBinDir,
+		ServiceAccountTokens: gates.Enabled("KubeletServiceAccountTokenForCredentialProviders"),
+		ServiceAccounts:      sas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("image credential providers (--image-credential-provider-config, --image-credential-provider-bin-dir): %w", err)
+	}
+	return kr, nil
+}
+
+// serviceAccounts reads service accounts and requests their tokens with
+// the node's client, for credential providers; nil when standalone.
+func (a *agent) serviceAccounts() credentialprovider.ServiceAccounts {
+	if a.client == nil {
+		return nil
+	}
+	return clientServiceAccounts{a.client}
+}
+
+// clientServiceAccounts is credentialprovider.ServiceAccounts over a
+// clientset.
+type clientServiceAccounts struct{ c kubernetes.Interface }
+
+var _ credentialprovider.ServiceAccounts = clientServiceAccounts{}
+
+func (s clientServiceAccounts) GetServiceAccount(ctx context.Context, namespace, name string) (*v1.ServiceAccount, error) {
+	return s.c.CoreV1().ServiceAccounts(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (s clientServiceAccounts) CreateToken(ctx context.Context, namespace, name string, req *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+	return s.c.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req, metav1.CreateOptions{})
 }
 
 // newSources builds the pod sources (static pod path, static pod URL, the
