@@ -15,6 +15,14 @@
 // /dev/console is a log file in Config.Dir. The environment is emptied but
 // for container=nodekit, so systemd knows it runs in a container.
 //
+// With Config.Logind, systemd-logind runs too (a unit of its own without
+// the distribution's sandboxing); it reads its drop-ins from the
+// namespace's /run/systemd/logind.conf.d (LogindConfDir, below
+// Config.Dir), so tests never write to the host's /etc. A shutdown asked
+// of that logind (PowerOff on BusAddress) reaches only this systemd: the
+// minimal unit set has no poweroff.target, and systemd is PID 1 of its own
+// PID namespace.
+//
 // Start returns once systemd reports "running" or "degraded" over the
 // bus; Stop asks it to exit (Manager.Exit), kills the namespace's PID 1
 // if it does not, and removes the cgroup subtree. The mounts die with the
