@@ -21,7 +21,9 @@
 // Config.Dir), so tests never write to the host's /etc. A shutdown asked
 // of that logind (PowerOff on BusAddress) reaches only this systemd: the
 // minimal unit set has no poweroff.target, and systemd is PID 1 of its own
-// PID namespace.
+// PID namespace. logind refuses an inhibitor lock to a caller whose PID
+// its namespace cannot see, so such clients run through Command (in the
+// PID namespace, with the host's mounts).
 //
 // Start returns once systemd reports "running" or "degraded" over the
 // bus; Stop asks it to exit (Manager.Exit), kills the namespace's PID 1

@@ -312,6 +312,19 @@ func (s *Systemd) SystemState(ctx context.Context) (string, error) {
 	return state, nil
 }
 
+// Command is exec.Command(name, args...) run in systemd's PID namespace
+// (through nsenter(1)), everything else staying the host's. A client of
+// its logind needs it for calls that record the caller (Inhibit): the bus
+// reports the caller's PID as logind's namespace sees it, and from outside
+// that is no PID at all, which logind refuses ("Protocol error").
+func (s *Systemd) Command(name string, args ...string) (*exec.Cmd, error) {
+	pid, err := s.PID()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(pid), "--pid", "--", name}, args...)...), nil
+}
+
 // PID is systemd's process ID on the host: the only child of unshare.
 func (s *Systemd) PID() (int, error) {
 	if s.cmd == nil {
