@@ -19,9 +19,10 @@
 // the distribution's sandboxing); it reads its drop-ins from the
 // namespace's /run/systemd/logind.conf.d (LogindConfDir, below
 // Config.Dir), so tests never write to the host's /etc. A shutdown asked
-// of that logind (PowerOff on BusAddress) reaches only this systemd: the
-// minimal unit set has no poweroff.target, and systemd is PID 1 of its own
-// PID namespace. logind refuses an inhibitor lock to a caller whose PID
+// of that logind (PowerOff on BusAddress) reaches only this systemd: its
+// poweroff.target is an empty target (logind wants one to exist; this one
+// pulls in no systemd-poweroff.service and has no SuccessAction), and
+// systemd is PID 1 of its own PID namespace. logind refuses an inhibitor lock to a caller whose PID
 // its namespace cannot see, so such clients run through Command (in the
 // PID namespace, with the host's mounts).
 //

@@ -44,7 +44,8 @@ DefaultDependencies=no
 // distribution unit's sandboxing, which needs namespaces and mounts a
 // nested container does not grant; its configuration drop-ins are read
 // from /run/systemd/logind.conf.d too (LogindConfDir), so a test writes
-// them below Config.Dir and never in the host's /etc.
+// them below Config.Dir and never in the host's /etc. It logs to
+// /run/logind.log (no journald runs).
 const logindUnit = `[Unit]
 Description=User Login Management
 DefaultDependencies=no
@@ -58,6 +59,18 @@ RuntimeDirectory=systemd/sessions systemd/seats systemd/users systemd/inhibit sy
 RuntimeDirectoryPreserve=yes
 Restart=always
 RestartSec=0
+Environment=SYSTEMD_LOG_TARGET=console
+StandardOutput=append:/run/logind.log
+StandardError=inherit
+`
+
+// poweroffTarget lets logind accept PowerOff (it refuses when the unit is
+// missing) while doing nothing: unlike the distribution's, it pulls in no
+// systemd-poweroff.service and has no SuccessAction, so starting it powers
+// nothing off, not even the private systemd.
+const poweroffTarget = `[Unit]
+Description=Power-Off (nodekit private systemd: an empty target)
+DefaultDependencies=no
 `
 
 // writeLayout makes run/, units/ (the unit files), empty/ and console.log
@@ -77,6 +90,7 @@ func writeLayout(dir string, extra map[string]string, logind bool) error {
 	}
 	if logind {
 		units[logindService] = logindUnit
+		units["poweroff.target"] = poweroffTarget
 		units[targetUnit] += "Wants=" + logindService + "\n"
 	}
 	for k, v := range extra {

@@ -53,6 +53,7 @@ func inNode(t *testing.T, body func(t *testing.T, n node)) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b, _ := os.ReadFile(filepath.Join(dir, "run", "logind.log")); t.Logf("logind.log:\n%s", b) })
 	cmd.Env = append(os.Environ(), envNode+"="+strings.Join([]string{sd.BusAddress, sd.LogindConfDir(), dir}, "\n"))
 	out, err := cmd.CombinedOutput()
 	t.Logf("in systemd's PID namespace:\n%s", out)
