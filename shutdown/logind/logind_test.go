@@ -2,6 +2,7 @@ package logind_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,15 @@ func inNode(t *testing.T, body func(t *testing.T, n node)) {
 	if err != nil {
 		t.Fatalf("test body in the PID namespace: %v", err)
 	}
+}
+
+func (n node) logindLog(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.Dir, "run", "logind.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func (n node) dial(t *testing.T) *dbus.Conn {
@@ -200,19 +210,30 @@ func testPowerOff(t *testing.T, sd node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := logind.New(logind.Config{BusAddress: sd.BusAddress, ConfigDir: sd.ConfDir, GracePeriod: 3 * time.Second})
+	// InhibitDelayMaxSec 60: logind waits for the lock, not a timeout.
+	tr := logind.New(logind.Config{BusAddress: sd.BusAddress, ConfigDir: sd.ConfDir, GracePeriod: time.Minute})
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx, tr) }()
 	eventually(t, "lock taken", func() bool { return holds(t, conn) })
 
 	powerOff(t, sd)
 	eventually(t, "node shutting down", m.ShuttingDown)
-	// Shutdown is held in ActivePods: the delay lock must still be there.
+	// Shutdown is held in ActivePods: the delay lock must still be there,
+	// and logind waiting for it.
 	if !holds(t, conn) {
 		t.Fatal("lock released before Shutdown returned")
 	}
+	if log := sd.logindLog(t); strings.Contains(log, "System is powering down") {
+		t.Fatalf("logind went on before the lock was released:\n%s", log)
+	}
 	close(gate)
-	eventually(t, "lock released after Shutdown", func() bool { return !holds(t, conn) })
+	eventually(t, "logind going on once Shutdown returned", func() bool {
+		return strings.Contains(sd.logindLog(t), "System is powering down")
+	})
+	// The (empty) poweroff.target is reached and logind reports the
+	// operation over (PrepareForShutdown(false)): as upstream, the node is
+	// no longer shutting down and a new lock is held.
+	eventually(t, "new lock after PrepareForShutdown(false)", func() bool { return !m.ShuttingDown() && holds(t, conn) })
 	killer.mu.Lock()
 	if len(killer.killed) != 1 || killer.killed[0] != "p" {
 		t.Errorf("killed %v, want [p]", killer.killed)
@@ -228,4 +249,23 @@ func cut3(v string) (a, b, c string, ok bool) {
 		return "", "", "", false
 	}
 	return f[0], f[1], f[2], true
+}
+
+// A drop-in logind does not read leaves InhibitDelayMaxSec at its 5s
+// default: as upstream's manager, Watch then fails and takes no lock.
+func TestInhibitDelayStillTooSmall(t *testing.T) { inNode(t, testDelayTooSmall) }
+
+func testDelayTooSmall(t *testing.T, sd node) {
+	conn := sd.dial(t)
+	tr := logind.New(logind.Config{BusAddress: sd.BusAddress, ConfigDir: filepath.Join(sd.Dir, "not-read"), GracePeriod: time.Minute})
+	_, err := tr.Watch(t.Context())
+	if !errors.Is(err, logind.ErrDelayTooSmall) {
+		t.Fatalf("Watch = %v, want ErrDelayTooSmall", err)
+	}
+	if got := tr.InhibitDelay(); got != 5*time.Second {
+		t.Errorf("InhibitDelay = %v, want logind's default 5s", got)
+	}
+	if holds(t, conn) || tr.Holding() {
+		t.Error("a lock is held after Watch failed")
+	}
 }
