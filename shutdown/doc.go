@@ -21,8 +21,10 @@
 // lock closed once Shutdown returns and taken again on
 // PrepareForShutdown(false)).
 //
-// Not kept, unlike upstream: the graceful_node_shutdown_state file and the
-// shutdown start/end metrics.
+// As upstream, Config.StateFile (ROOTDIR/graceful_node_shutdown_state)
+// records when the last Shutdown began and ended, and Config.Times is
+// given those times for the kubelet_graceful_shutdown_start_time_seconds
+// and _end_time_seconds gauges (the stored ones when Run starts).
 //
 // Usage:
 //
