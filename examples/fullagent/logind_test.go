@@ -17,6 +17,7 @@ import (
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/localsystemd"
+	"github.com/nodekit/nodekit/shutdown"
 )
 
 // TestNodeShutdownLogind: the agent runs against a private systemd with
@@ -26,6 +27,7 @@ import (
 // PowerOff asked of that logind stops the regular pod, then the critical
 // one, both Failed/Terminated, and logind goes on only after that; once
 // logind reports the (empty) shutdown over, the agent holds a lock again.
+// graceful_node_shutdown_state and the two gauges have its start and end.
 func TestNodeShutdownLogind(t *testing.T) {
 	agenttest.SkipShort(t, "the agent on a private systemd-logind")
 	itest.Require(t, "private systemd-logind", localsystemd.Available())
@@ -73,6 +75,7 @@ func TestNodeShutdownLogind(t *testing.T) {
 		e.waitPod(t, name, 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	}
 
+	poweredOff := time.Now()
 	privatePowerOff(t, sd, dir)
 	logindLog := func() string { b, _ := os.ReadFile(filepath.Join(sd.RunDir, "logind.log")); return string(b) }
 	finished := map[string]time.Time{}
@@ -101,6 +104,21 @@ func TestNodeShutdownLogind(t *testing.T) {
 	// The empty poweroff.target is reached, logind sends
 	// PrepareForShutdown(false) and the agent takes a new lock.
 	eventuallyFor(t, 15*time.Second, "a new lock after PrepareForShutdown(false)", held)
+	// The state file and the gauges have the shutdown's start and end.
+	st, err := shutdown.LoadState(filepath.Join(e.root, shutdown.StateFileName))
+	if err != nil || st.StartTime.Before(poweredOff.Add(-time.Second)) || st.EndTime.Before(st.StartTime) {
+		t.Errorf("graceful_node_shutdown_state = %+v, %v; want a start after %v and an end after it", st, err, poweredOff)
+	}
+	m, err := e.scrape(t.Context(), "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m["kubelet_graceful_shutdown_start_time_seconds"]; got != float64(st.StartTime.Unix()) {
+		t.Errorf("kubelet_graceful_shutdown_start_time_seconds = %v, want %d", got, st.StartTime.Unix())
+	}
+	if got := m["kubelet_graceful_shutdown_end_time_seconds"]; got != float64(st.EndTime.Unix()) {
+		t.Errorf("kubelet_graceful_shutdown_end_time_seconds = %v, want %d", got, st.EndTime.Unix())
+	}
 	if _, err := os.Stat("/etc/systemd/logind.conf.d/99-kubelet.conf"); err == nil {
 		t.Error("a logind drop-in was written to the host's /etc")
 	}

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +36,10 @@ func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder r
 		return nil, err // names the field
 	}
 	a.shutdownGrace = shutdown.TotalGracePeriod(groups)
+	times, err := registerShutdownTimes(a.metrics.reg)
+	if err != nil {
+		return nil, err
+	}
 	return shutdown.New(shutdown.Config{
 		Groups:     groups,
 		ActivePods: func() []*v1.Pod { return loop().ActivePods() },
@@ -44,9 +53,36 @@ func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder r
 			}
 			return a.node.SyncOnce(ctx)
 		},
-		Events:  recorder,
-		NodeRef: &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
+		StateFile: filepath.Join(a.rootDir, shutdown.StateFileName),
+		Times:     times,
+		Events:    recorder,
+		NodeRef:   &v1.ObjectReference{Kind: "Node", Name: a.nodeName, UID: types.UID(a.nodeName)},
 	})
+}
+
+// registerShutdownTimes registers upstream's two gauges of the last
+// graceful shutdown (always, as upstream, where the feature gates are GA)
+// and returns the function that sets them.
+func registerShutdownTimes(reg prometheus.Registerer) (func(shutdown.State), error) {
+	start := prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubelet_graceful_shutdown_start_time_seconds",
+		Help: "[ALPHA] Last graceful shutdown start time since unix epoch in seconds"})
+	end := prometheus.NewGauge(prometheus.GaugeOpts{Name: "kubelet_graceful_shutdown_end_time_seconds",
+		Help: "[ALPHA] Last graceful shutdown end time since unix epoch in seconds"})
+	for _, g := range []prometheus.Collector{start, end} {
+		if err := reg.Register(g); err != nil {
+			return nil, fmt.Errorf("register the graceful shutdown metrics: %w", err)
+		}
+	}
+	unix := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.Unix())
+	}
+	return func(s shutdown.State) {
+		start.Set(unix(s.StartTime))
+		end.Set(unix(s.EndTime))
+	}, nil
 }
 
 // shutdownTrigger is systemd-logind's trigger (on the system bus,
