@@ -25,7 +25,8 @@ import (
 // its PID namespace, as logind wants of lock holders) with
 // shutdownGracePeriod 4s (2s for critical pods). It holds a delay lock;
 // PowerOff asked of that logind stops the regular pod, then the critical
-// one, both Failed/Terminated, and logind goes on only after that; once
+// one (each takes a second), both Failed/Terminated, and logind goes on
+// only after that; once
 // logind reports the (empty) shutdown over, the agent holds a lock again.
 // graceful_node_shutdown_state and the two gauges have its start and end.
 func TestNodeShutdownLogind(t *testing.T) {
@@ -59,7 +60,8 @@ func TestNodeShutdownLogind(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(systemdBusEnv, sd.BusAddress)
-	e := startProcEnvWrapped(t, "shutdownGracePeriod: 4s\nshutdownGracePeriodCriticalPods: 2s\n",
+	// x509 authentication lets the API server's proxy read /metrics.
+	e := startProcEnvWrapped(t, "shutdownGracePeriod: 4s\nshutdownGracePeriodCriticalPods: 2s\nauthentication:\n  x509:\n    clientCAFile: @CAFILE@\n",
 		[]string{"nsenter", "--target", strconv.Itoa(pid), "--pid", "--"})
 	t.Cleanup(func() { stopWrappedAgent(t, e.agent) })
 	e.agent.waitLog(60*time.Second, "Node shutdown manager watching systemd-logind")
@@ -67,25 +69,33 @@ func TestNodeShutdownLogind(t *testing.T) {
 	if !held() {
 		t.Fatal("the agent holds no delay lock for shutdown in logind")
 	}
-	e.createPod(t, simplePod("regular", v1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 0.2; done"))
-	critical := simplePod("critical", v1.RestartPolicyAlways, "trap 'exit 0' TERM; while true; do sleep 0.2; done")
+	// Each pod takes a second to stop, so the shutdown lasts 2s or more.
+	slow := "trap 'sleep 1; exit 0' TERM; while true; do sleep 0.2; done"
+	e.createPod(t, simplePod("regular", v1.RestartPolicyAlways, slow))
+	critical := simplePod("critical", v1.RestartPolicyAlways, slow)
 	critical.Spec.PriorityClassName = "system-node-critical"
 	e.createPod(t, critical)
 	for _, name := range []string{"regular", "critical"} {
 		e.waitPod(t, name, 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	}
 
+	logindLog := func() string { b, _ := os.ReadFile(filepath.Join(sd.RunDir, "logind.log")); return string(b) }
+	// When logind goes on with the shutdown (the lock released or its
+	// delay over), it logs "System is powering down".
+	wentOn := make(chan time.Time, 1)
+	go func() {
+		for ctx := t.Context(); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+			if strings.Contains(logindLog(), "System is powering down") {
+				wentOn <- time.Now()
+				return
+			}
+		}
+	}()
 	poweredOff := time.Now()
 	privatePowerOff(t, sd, dir)
-	logindLog := func() string { b, _ := os.ReadFile(filepath.Join(sd.RunDir, "logind.log")); return string(b) }
 	finished := map[string]time.Time{}
 	for _, name := range []string{"regular", "critical"} {
-		p := e.waitPod(t, name, 30*time.Second, "terminated", func(p *v1.Pod) bool {
-			if strings.Contains(logindLog(), "System is powering down") {
-				t.Fatalf("logind went on before %s was stopped:\n%s", name, logindLog())
-			}
-			return p.Status.Phase == v1.PodFailed
-		})
+		p := e.waitPod(t, name, 30*time.Second, "terminated", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		if p.Status.Reason != "Terminated" {
 			t.Fatalf("%s: %s", name, describeStatus(p))
 		}
@@ -98,9 +108,18 @@ func TestNodeShutdownLogind(t *testing.T) {
 	if finished["critical"].Before(finished["regular"]) {
 		t.Errorf("the critical pod ended at %v, before the regular one (%v)", finished["critical"], finished["regular"])
 	}
-	eventuallyFor(t, 15*time.Second, "logind going on once the pods were stopped", func() bool {
-		return strings.Contains(logindLog(), "System is powering down")
-	})
+	var at time.Time
+	select {
+	case at = <-wentOn:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("logind did not go on with the shutdown:\n%s", logindLog())
+	}
+	// FinishedAt is in whole seconds (rounded down): logind must not have
+	// gone on before the critical pod's second, nor before both pods'
+	// seconds of stopping.
+	if at.Before(finished["critical"]) || at.Sub(poweredOff) < 2*time.Second {
+		t.Errorf("logind went on at %v, %v after PowerOff; the critical pod ended at %v", at, at.Sub(poweredOff), finished["critical"])
+	}
 	// The empty poweroff.target is reached, logind sends
 	// PrepareForShutdown(false) and the agent takes a new lock.
 	eventuallyFor(t, 15*time.Second, "a new lock after PrepareForShutdown(false)", held)

@@ -54,7 +54,8 @@ func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *pr
 
 // startProcEnvWrapped is startProcEnvWith with the agent run through
 // wrap (a command and its arguments, the agent's binary and arguments
-// appended), such as nsenter into another PID namespace.
+// appended), such as nsenter into another PID namespace. "@CAFILE@" in
+// extraConfig stands for the control plane's CA file.
 func startProcEnvWrapped(t *testing.T, extraConfig string, wrap []string, extraArgs ...string) *procEnv {
 	t.Helper()
 	agenttest.SkipShort(t, "the agent as a process")
@@ -74,7 +75,7 @@ func startProcEnvWrapped(t *testing.T, extraConfig string, wrap []string, extraA
 	// The node API listens on the test's own bridge address, not on :10250
 	// of every interface, so tests (and a local agent) do not clash.
 	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\ncgroupRoot: %s\n",
-		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+extraConfig)
+		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+strings.ReplaceAll(extraConfig, "@CAFILE@", cp.CAFile))
 	e := &procEnv{
 		env:  &env{client: client, cri: cri, nodeIP: cri.Gateway.String()},
 		cp:   cp,
