@@ -256,13 +256,16 @@ func (s *Systemd) waitName(ctx context.Context, timeout time.Duration, name stri
 	defer tick.Stop()
 	for {
 		var has bool
+		last := "no owner"
 		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, name).Store(&has)
 		if err == nil && has {
 			return nil
+		} else if err != nil {
+			last = err.Error()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("localsystemd: %s not on the bus within %v (last error: %v): %w", name, timeout, err, ctx.Err())
+			return fmt.Errorf("localsystemd: %s not on the bus within %v (%s): %w", name, timeout, last, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -240,7 +240,9 @@ func testPowerOff(t *testing.T, sd node) {
 	}
 	killer.mu.Unlock()
 	cancel()
-	<-done
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
 }
 
 func cut3(v string) (a, b, c string, ok bool) {
