@@ -13,18 +13,18 @@
 // node status (Ready is a readiness check for statusmgr.ReadyCondition).
 //
 // Triggers. SignalTrigger(syscall.SIGPWR) is what the reference agent
-// uses: send SIGPWR to the agent to simulate a system shutdown;
-// SIGTERM/SIGINT only stop the agent and leave pods running. A
-// systemd-logind trigger (take a "delay" inhibitor lock for "shutdown"
-// through org.freedesktop.login1.Manager.Inhibit, raise
-// InhibitDelayMaxSec to TotalGracePeriod when needed, watch the
-// PrepareForShutdown signal, close the lock once Shutdown returns and take
-// a new one on PrepareForShutdown(false)) is not part of this package, as
-// nodekit's go.mod carries no D-Bus client: implement Trigger (Watch) and
-// Releaser (Release) over one and pass it to Run.
+// uses where no systemd-logind runs: send SIGPWR to the agent to simulate
+// a system shutdown; SIGTERM/SIGINT only stop the agent and leave pods
+// running. Package shutdown/logind is the systemd-logind trigger (a
+// "delay" inhibitor lock for "shutdown", InhibitDelayMaxSec raised to
+// TotalGracePeriod through a drop-in, the PrepareForShutdown signal, the
+// lock closed once Shutdown returns and taken again on
+// PrepareForShutdown(false)).
 //
-// Not kept, unlike upstream: the graceful_node_shutdown_state file and the
-// shutdown start/end metrics.
+// As upstream, Config.StateFile (ROOTDIR/graceful_node_shutdown_state)
+// records when the last Shutdown began and ended, and Config.Times is
+// given those times for the kubelet_graceful_shutdown_start_time_seconds
+// and _end_time_seconds gauges (the stored ones when Run starts).
 //
 // Usage:
 //

@@ -94,6 +94,13 @@ type Config struct {
 	// Events receives the NodeShutdown events on NodeRef; nil discards them.
 	Events  EventRecorder
 	NodeRef *v1.ObjectReference
+	// StateFile, when set, is where each Shutdown records when it began
+	// and ended (State; upstream's ROOTDIR/graceful_node_shutdown_state).
+	StateFile string
+	// Times, when set, is given each State recorded, and the stored one
+	// when Run starts: the kubelet_graceful_shutdown_start_time_seconds /
+	// _end_time_seconds gauges (Unix seconds, 0 for a zero time).
+	Times func(State)
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -179,6 +186,9 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 		}()
 	}
 	pods := m.cfg.ActivePods()
+	start := m.cfg.Clock.Now()
+	m.record(ctx, State{StartTime: start})
+	defer func() { m.record(ctx, State{StartTime: start, EndTime: m.cfg.Clock.Now()}) }()
 	logger.Info("Shutdown manager: stopping pods", "pods", len(pods), "groups", m.groups)
 	for i, pods := range assign(m.groups, pods) {
 		if err := ctx.Err(); err != nil {

@@ -45,6 +45,7 @@ func (m *Manager) Run(ctx context.Context, t Trigger) error {
 		return errors.New("shutdown: Run needs a Trigger")
 	}
 	logger := klog.FromContext(ctx)
+	m.loadRecorded(ctx)
 	events, err := t.Watch(ctx)
 	if err != nil {
 		return fmt.Errorf("shutdown: watch for node shutdown: %w", err)

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -90,8 +89,11 @@ type agent struct {
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
-	shutdown    *shutdown.Manager      // graceful node shutdown (SIGPWR)
-	apiInformer informers.SharedInformerFactory
+	shutdown    *shutdown.Manager      // graceful node shutdown (logind and SIGPWR)
+	// shutdownGrace is the total shutdown grace period (logind's
+	// InhibitDelayMaxSec must be at least this).
+	shutdownGrace time.Duration
+	apiInformer   informers.SharedInformerFactory
 }
 
 // newAgent builds the agent from the options and the loaded, validated
@@ -415,9 +417,10 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 	start("probe results", a.probeRelay.Run)
 	start("pod sources", a.merger.Run)
 	start("node shutdown", func(ctx context.Context) error {
-		// SIGPWR stands for a system shutdown (no systemd-logind here);
-		// SIGTERM and SIGINT only stop the agent and leave pods running.
-		return a.shutdown.Run(ctx, shutdown.SignalTrigger(syscall.SIGPWR))
+		// systemd-logind's PrepareForShutdown where it runs, and SIGPWR
+		// (standing for a system shutdown) everywhere; SIGTERM and SIGINT
+		// only stop the agent and leave pods running.
+		return a.shutdown.Run(ctx, a.shutdownTrigger())
 	})
 	a.reclaim.run(start)
 	a.resources.run(start)

@@ -49,6 +49,15 @@ func startProcEnv(t *testing.T, extraArgs ...string) *procEnv {
 // startProcEnvWith is startProcEnv with extra KubeletConfiguration lines.
 func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *procEnv {
 	t.Helper()
+	return startProcEnvWrapped(t, extraConfig, nil, extraArgs...)
+}
+
+// startProcEnvWrapped is startProcEnvWith with the agent run through
+// wrap (a command and its arguments, the agent's binary and arguments
+// appended), such as nsenter into another PID namespace. "@CAFILE@" in
+// extraConfig stands for the control plane's CA file.
+func startProcEnvWrapped(t *testing.T, extraConfig string, wrap []string, extraArgs ...string) *procEnv {
+	t.Helper()
 	agenttest.SkipShort(t, "the agent as a process")
 	cp := agenttest.StartControlPlane(t)
 	cri := agenttest.StartContainerd(t)
@@ -66,7 +75,7 @@ func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *pr
 	// The node API listens on the test's own bridge address, not on :10250
 	// of every interface, so tests (and a local agent) do not clash.
 	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\ncgroupRoot: %s\n",
-		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+extraConfig)
+		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+strings.ReplaceAll(extraConfig, "@CAFILE@", cp.CAFile))
 	e := &procEnv{
 		env:  &env{client: client, cri: cri, nodeIP: cri.Gateway.String()},
 		cp:   cp,
@@ -83,6 +92,7 @@ func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *pr
 		"--node-ip=" + e.nodeIP, "--root-dir=" + e.root, "--container-runtime-endpoint=" + cri.Endpoint, "-v=2",
 	}, extraArgs...)
 	e.agent = newAgentProcess(t, buildAgent(t), filepath.Join(dir, "agent.log"), args)
+	e.agent.wrap = wrap
 	e.agent.start()
 	return e
 }
@@ -110,6 +120,7 @@ type agentProcess struct {
 	bin  string
 	log  string
 	args []string
+	wrap []string // a command the agent runs under, if any
 	pid  int
 	done chan struct{} // closed when the current process has exited
 	runs int
@@ -161,6 +172,9 @@ func (p *agentProcess) start() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		cmd := exec.Command(p.bin, p.args...)
+		if len(p.wrap) > 0 {
+			cmd = exec.Command(p.wrap[0], append(append(p.wrap[1:len(p.wrap):len(p.wrap)], p.bin), p.args...)...)
+		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		err := cmd.Start()

@@ -15,6 +15,17 @@
 // /dev/console is a log file in Config.Dir. The environment is emptied but
 // for container=nodekit, so systemd knows it runs in a container.
 //
+// With Config.Logind, systemd-logind runs too (a unit of its own without
+// the distribution's sandboxing); it reads its drop-ins from the
+// namespace's /run/systemd/logind.conf.d (LogindConfDir, below
+// Config.Dir), so tests never write to the host's /etc. A shutdown asked
+// of that logind (PowerOff on BusAddress) reaches only this systemd: its
+// poweroff.target is an empty target (logind wants one to exist; this one
+// pulls in no systemd-poweroff.service and has no SuccessAction), and
+// systemd is PID 1 of its own PID namespace. logind refuses an inhibitor lock to a caller whose PID
+// its namespace cannot see, so such clients run through Command (in the
+// PID namespace, with the host's mounts).
+//
 // Start returns once systemd reports "running" or "degraded" over the
 // bus; Stop asks it to exit (Manager.Exit), kills the namespace's PID 1
 // if it does not, and removes the cgroup subtree. The mounts die with the

@@ -40,9 +40,42 @@ DefaultDependencies=no
 `,
 }
 
+// logindUnit runs systemd-logind (Config.Logind) without the
+// distribution unit's sandboxing, which needs namespaces and mounts a
+// nested container does not grant; its configuration drop-ins are read
+// from /run/systemd/logind.conf.d too (LogindConfDir), so a test writes
+// them below Config.Dir and never in the host's /etc. It logs to
+// /run/logind.log (no journald runs).
+const logindUnit = `[Unit]
+Description=User Login Management
+DefaultDependencies=no
+Wants=dbus.socket
+After=dbus.socket dbus.service
+
+[Service]
+BusName=org.freedesktop.login1
+ExecStart=` + DefaultLogind + `
+RuntimeDirectory=systemd/sessions systemd/seats systemd/users systemd/inhibit systemd/shutdown
+RuntimeDirectoryPreserve=yes
+Restart=always
+RestartSec=0
+Environment=SYSTEMD_LOG_TARGET=console
+StandardOutput=append:/run/logind.log
+StandardError=inherit
+`
+
+// poweroffTarget lets logind accept PowerOff (it refuses when the unit is
+// missing) while doing nothing: unlike the distribution's, it pulls in no
+// systemd-poweroff.service and has no SuccessAction, so starting it powers
+// nothing off, not even the private systemd.
+const poweroffTarget = `[Unit]
+Description=Power-Off (nodekit private systemd: an empty target)
+DefaultDependencies=no
+`
+
 // writeLayout makes run/, units/ (the unit files), empty/ and console.log
-// in dir.
-func writeLayout(dir string, extra map[string]string) error {
+// in dir; with logind, the start target pulls in systemd-logind.service.
+func writeLayout(dir string, extra map[string]string, logind bool) error {
 	for _, d := range []string{"run", "units", "empty"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return fmt.Errorf("localsystemd: %w", err)
@@ -54,6 +87,11 @@ func writeLayout(dir string, extra map[string]string) error {
 	units := map[string]string{}
 	for k, v := range baseUnits {
 		units[k] = v
+	}
+	if logind {
+		units[logindService] = logindUnit
+		units["poweroff.target"] = poweroffTarget
+		units[targetUnit] += "Wants=" + logindService + "\n"
 	}
 	for k, v := range extra {
 		if k == "" || strings.Contains(k, "/") {

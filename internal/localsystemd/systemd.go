@@ -24,8 +24,10 @@ import (
 const (
 	DefaultSystemd    = "/lib/systemd/systemd"
 	DefaultDBusDaemon = "/usr/bin/dbus-daemon"
+	DefaultLogind     = "/lib/systemd/systemd-logind"
 
-	targetUnit = "nodekit.target"
+	targetUnit    = "nodekit.target"
+	logindService = "systemd-logind.service"
 	// maxSocketPath is sun_path's size less its terminating NUL.
 	maxSocketPath = 107
 )
@@ -41,6 +43,9 @@ type Config struct {
 	// Units are extra unit files (name to content) put beside the minimal
 	// set; they start only when something asks for them.
 	Units map[string]string
+	// Logind also starts systemd-logind (DefaultLogind) with the target;
+	// Start then waits until org.freedesktop.login1 is on the bus.
+	Logind bool
 	// ReadyTimeout bounds the wait for "running"; 0 is 60s.
 	ReadyTimeout time.Duration
 }
@@ -111,7 +116,12 @@ func Start(ctx context.Context, cfg Config) (*Systemd, error) {
 	}
 	s.BusAddress = "unix:path=" + busSocket
 	s.PrivateAddress = "unix:path=" + filepath.Join(s.RunDir, "systemd", "private")
-	if err := writeLayout(dir, cfg.Units); err != nil {
+	if cfg.Logind {
+		if _, err := os.Stat(DefaultLogind); err != nil {
+			return nil, fmt.Errorf("localsystemd: Config.Logind: %w", err)
+		}
+	}
+	if err := writeLayout(dir, cfg.Units, cfg.Logind); err != nil {
 		return nil, err
 	}
 	script, err := innerScript(dir, cfg.Systemd)
@@ -134,7 +144,11 @@ func Start(ctx context.Context, cfg Config) (*Systemd, error) {
 		_ = s.root.Remove()
 		return nil, err
 	}
-	if err := s.waitRunning(ctx, cfg.ReadyTimeout); err != nil {
+	err = s.waitRunning(ctx, cfg.ReadyTimeout)
+	if err == nil && cfg.Logind {
+		err = s.waitName(ctx, cfg.ReadyTimeout, "org.freedesktop.login1")
+	}
+	if err != nil {
 		stopErr := s.Stop(ctx)
 		return nil, errors.Join(fmt.Errorf("%w (console log: %s)", err, s.tail()), stopErr)
 	}
@@ -229,6 +243,40 @@ func (s *Systemd) waitRunning(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
+// waitName polls the bus until name has an owner.
+func (s *Systemd) waitName(ctx context.Context, timeout time.Duration, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := s.Dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var has bool
+		last := "no owner"
+		err := conn.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.NameHasOwner", 0, name).Store(&has)
+		if err == nil && has {
+			return nil
+		} else if err != nil {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("localsystemd: %s not on the bus within %v (%s): %w", name, timeout, last, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// LogindConfDir is where systemd-logind (Config.Logind) reads drop-ins
+// besides /etc: the namespace's /run/systemd/logind.conf.d, on the host.
+func (s *Systemd) LogindConfDir() string {
+	return filepath.Join(s.RunDir, "systemd", "logind.conf.d")
+}
+
 // Dial connects to the private system bus, authenticated and registered
 // (Hello). The caller closes the connection.
 func (s *Systemd) Dial(ctx context.Context) (*dbus.Conn, error) {
@@ -265,6 +313,19 @@ func (s *Systemd) SystemState(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("localsystemd: SystemState is %T, not a string", v.Value())
 	}
 	return state, nil
+}
+
+// Command is exec.Command(name, args...) run in systemd's PID namespace
+// (through nsenter(1)), everything else staying the host's. A client of
+// its logind needs it for calls that record the caller (Inhibit): the bus
+// reports the caller's PID as logind's namespace sees it, and from outside
+// that is no PID at all, which logind refuses ("Protocol error").
+func (s *Systemd) Command(name string, args ...string) (*exec.Cmd, error) {
+	pid, err := s.PID()
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(pid), "--pid", "--", name}, args...)...), nil
 }
 
 // PID is systemd's process ID on the host: the only child of unshare.

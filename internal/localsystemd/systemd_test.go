@@ -81,3 +81,40 @@ func TestStartStop(t *testing.T) {
 		t.Errorf("mounts of %s left on the host:\n%s", dir, mi)
 	}
 }
+
+func TestLogind(t *testing.T) {
+	itest.Short(t, "private systemd")
+	itest.Require(t, "private systemd", localsystemd.Available())
+	ctx := t.Context()
+	sd, err := localsystemd.Start(ctx, localsystemd.Config{Dir: shortDir(t), Logind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sd.Stop(context.WithoutCancel(ctx)) })
+	conn, err := sd.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	login1 := conn.Object("org.freedesktop.login1", "/org/freedesktop/login1")
+	v, err := login1.GetProperty("org.freedesktop.login1.Manager.InhibitDelayMaxUSec")
+	if err != nil {
+		t.Fatalf("InhibitDelayMaxUSec: %v\n%s", err, readLog(t, sd))
+	}
+	if d, ok := v.Value().(uint64); !ok || d == 0 {
+		t.Errorf("InhibitDelayMaxUSec = %v, want a positive uint64", v)
+	}
+	var inhibitors [][]any
+	if err := login1.CallWithContext(ctx, "org.freedesktop.login1.Manager.ListInhibitors", 0).Store(&inhibitors); err != nil {
+		t.Fatalf("ListInhibitors: %v", err)
+	}
+	if !strings.HasPrefix(sd.LogindConfDir(), sd.RunDir+"/") {
+		t.Errorf("LogindConfDir %s is not below the namespace's /run %s", sd.LogindConfDir(), sd.RunDir)
+	}
+}
+
+func readLog(t *testing.T, sd *localsystemd.Systemd) string {
+	t.Helper()
+	b, _ := os.ReadFile(sd.ConsoleLog)
+	return string(b)
+}
