@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -39,6 +40,39 @@ type PluginConfig struct {
 // Plugin is the "kubernetes.io/csi" volume plugin.
 type Plugin struct {
 	cfg PluginConfig
+	// locks serializes the operations on one volume (driver and handle):
+	// the reconciler sets up and tears down pods in parallel, and staging
+	// is shared by the pods of a volume (upstream's per-volume operation
+	// lock).
+	locksMu sync.Mutex
+	locks   map[string]*volumeLock
+}
+
+type volumeLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock takes the lock of a volume and returns its release.
+func (p *Plugin) lock(driver, handle string) func() {
+	key := driver + "^" + handle
+	p.locksMu.Lock()
+	l := p.locks[key]
+	if l == nil {
+		l = &volumeLock{}
+		p.locks[key] = l
+	}
+	l.users++
+	p.locksMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.locksMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(p.locks, key)
+		}
+		p.locksMu.Unlock()
+	}
 }
 
 var _ volumemgr.Plugin = (*Plugin)(nil)
@@ -59,7 +93,7 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	return &Plugin{cfg: cfg}, nil
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -126,6 +160,7 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (*volum
 		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
 	}
 	capability := volumeCapability(src.mode, src.fsType, src.mountOptions)
+	defer p.lock(src.driver, src.handle)()
 	staging := ""
 	if src.lifecycle == storagev1.VolumeLifecyclePersistent {
 		if staging, err = p.stage(ctx, c, src, capability, data); err != nil {
@@ -155,6 +190,13 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 		return "", nil
 	}
 	dir := p.stagingDir(src.driver, src.handle)
+	// Staged once per node, as upstream's MountDevice: another pod of the
+	// volume (or a set-up after a restart) only publishes.
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
+		if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
+			return dir, nil
+		}
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("creating staging dir %s: %w", dir, err)
 	}

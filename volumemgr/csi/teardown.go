@@ -30,6 +30,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) e
 		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
+	defer p.lock(driver, handle)()
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
 	if err != nil {
 		return errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
