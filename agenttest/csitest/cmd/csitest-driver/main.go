@@ -32,6 +32,7 @@ func main() {
 			cfg.Topology[k] = v
 		}
 	}
+	//nolint:forbidigo // a main makes the root context
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	onStatus := func(ok bool, msg string) {
