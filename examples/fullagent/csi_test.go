@@ -75,7 +75,7 @@ func TestCSIVolumes(t *testing.T) {
 		writer.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		e.createPod(t, writer)
 		w := e.waitPod(t, "csi-writer", 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-		if got := e.exec(t, w, "app", "cat", "/data/f"); got != "hello" {
+		if got := strings.TrimSpace(e.exec(t, w, "app", "cat", "/data/f")); got != "hello" {
 			t.Errorf("/data/f reads %q", got)
 		}
 		if len(mountsOf(t, w.UID)) == 0 {
@@ -106,7 +106,7 @@ func TestCSIVolumes(t *testing.T) {
 		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 		e.createPod(t, pod)
 		p := e.waitPod(t, "csi-inline", 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-		if got := e.exec(t, p, "app", "cat", "/scratch/x"); got != "x" {
+		if got := strings.TrimSpace(e.exec(t, p, "app", "cat", "/scratch/x")); got != "x" {
 			t.Errorf("/scratch/x reads %q", got)
 		}
 		deletePodAndWait(t, e, "csi-inline")
