@@ -100,6 +100,28 @@ func TestCSIVolumes(t *testing.T) {
 		waitCall(t, drv, "NodeUnstageVolume vol-data ")
 	})
 
+	t.Run("generic ephemeral volume: the pod's PVC, bound to a static PV", func(t *testing.T) {
+		createPV(t, e, "pv-eph", "vol-eph", "static-eph")
+		pod := simplePod("csi-eph", v1.RestartPolicyAlways, "echo e > /eph/e && sleep 3600")
+		pod.Spec.Volumes = []v1.Volume{{Name: "eph", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: claimSpec("static-eph")}}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "eph", MountPath: "/eph"}}
+		e.createPod(t, pod)
+		p := e.waitPod(t, "csi-eph", 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		if got := strings.TrimSpace(e.exec(t, p, "app", "cat", "/eph/e")); got != "e" {
+			t.Errorf("/eph/e reads %q", got)
+		}
+		pvc, err := e.client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "csi-eph-eph", metav1.GetOptions{})
+		if err != nil || !metav1.IsControlledBy(pvc, p) || pvc.Spec.VolumeName != "pv-eph" {
+			t.Errorf("the pod's claim: %+v, %v", pvc, err)
+		}
+		deletePodAndWait(t, e, "csi-eph")
+		if left := mountsOf(t, p.UID); len(left) > 0 {
+			t.Errorf("mounts left of the ephemeral pod: %v", left)
+		}
+		waitCall(t, drv, "NodeUnstageVolume vol-eph ")
+	})
+
 	t.Run("inline CSI volume comes and goes with its pod", func(t *testing.T) {
 		pod := simplePod("csi-inline", v1.RestartPolicyAlways, "echo x > /scratch/x && sleep 3600")
 		pod.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: csiTestDriver}}}}
@@ -129,22 +151,8 @@ func poll(t *testing.T, timeout time.Duration, what string, cond wait.ConditionW
 func createBoundClaim(t *testing.T, e *env, claim, pvName, handle string) {
 	t.Helper()
 	ctx := t.Context()
-	size := resource.MustParse("1Gi")
-	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName}, Spec: v1.PersistentVolumeSpec{
-		Capacity:                      v1.ResourceList{v1.ResourceStorage: size},
-		AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-		PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
-		StorageClassName:              "static",
-		PersistentVolumeSource:        v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: csiTestDriver, VolumeHandle: handle}},
-	}}
-	if _, err := e.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim}, Spec: v1.PersistentVolumeClaimSpec{
-		AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
-		StorageClassName: ptr.To("static"),
-		Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: size}},
-	}}
+	createPV(t, e, pvName, handle, "static")
+	pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim}, Spec: claimSpec("static")}
 	if _, err := e.client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -172,4 +180,27 @@ func waitCall(t *testing.T, drv *csitest.Process, prefix string) {
 		calls, err := drv.Calls()
 		return slices.ContainsFunc(calls, func(c string) bool { return strings.HasPrefix(c, prefix) }), err
 	})
+}
+
+// createPV creates a static 1Gi RWO CSI PV of the storage class.
+func createPV(t *testing.T, e *env, name, handle, class string) {
+	t.Helper()
+	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PersistentVolumeSpec{
+		Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
+		AccessModes:                   []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		PersistentVolumeReclaimPolicy: v1.PersistentVolumeReclaimRetain,
+		StorageClassName:              class,
+		PersistentVolumeSource:        v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: csiTestDriver, VolumeHandle: handle}},
+	}}
+	if _, err := e.client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claimSpec(class string) v1.PersistentVolumeClaimSpec {
+	return v1.PersistentVolumeClaimSpec{
+		AccessModes:      []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+		StorageClassName: ptr.To(class),
+		Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
+	}
 }
