@@ -26,14 +26,22 @@ const (
 	nodeName   = "node-a"
 )
 
-// driverBin builds the test driver once per test binary.
-var driverBin = sync.OnceValues(func() (string, error) {
+// binDir holds the test driver, built once per test binary (driverBin)
+// and removed by TestMain.
+var binDir string
+
+var driverBin = sync.OnceValues(func() (string, error) { return csitest.Build(binDir) })
+
+func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "csitest-bin-")
 	if err != nil {
-		return "", err
+		panic(err)
 	}
-	return csitest.Build(dir)
-})
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func startDriver(t *testing.T, o csitest.Options) *csitest.Process {
 	t.Helper()
