@@ -13,12 +13,12 @@
 //
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's
-// housekeeping does, once nothing is mounted below them), and has no CSI,
-// persistentVolumeClaim, ephemeral, block (volumeDevices) or in-tree
-// network-storage volumes yet: a plugin for them fits Plugin without changes
-// to callers. Until then WaitForAttachAndMount fails at once for a pod using
-// one, with upstream's "failed to process volumes=[...]: ... no volume
-// plugin matched" (the pod worker reports it as FailedMount and retries with
+// housekeeping does, once nothing is mounted below them), and has no
+// block (volumeDevices) or in-tree network-storage volumes; CSI volumes
+// (persistentVolumeClaim, ephemeral, csi) come from the plugin in
+// volumemgr/csi, given in Config.Plugins. Without a plugin for a volume
+// WaitForAttachAndMount fails at once for a pod using it, with upstream's
+// "failed to process volumes=[...]: ... no volume plugin matched" (the pod worker reports it as FailedMount and retries with
 // back-off; the pod stays in ContainerCreating), and the reconciler never
 // tries to set such a volume up.
 //

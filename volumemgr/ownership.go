@@ -119,3 +119,11 @@ func effectiveRunAsUser(pod *v1.Pod, c *v1.Container) *int64 {
 	}
 	return nil
 }
+
+// ApplyFSGroup gives the files under dir the pod's fsGroup (nothing when
+// the pod has none) as the built-in plugins do, honouring
+// fsGroupChangePolicy; plugins outside the package (CSI) call it for
+// volumes whose driver leaves ownership to the node.
+func ApplyFSGroup(dir string, pod *v1.Pod, readOnly bool) error {
+	return applyFSGroup(dir, pod, readOnly)
+}

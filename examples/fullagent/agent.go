@@ -86,6 +86,7 @@ type agent struct {
 	oom         *oomwatch.Watcher      // SystemOOM node events from the kernel log
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	plugins     *pluginwatcher.Watcher // CSI and DRA plugin registration (plugins.go)
+	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched

@@ -52,11 +52,17 @@ type envOption struct {
 	containerd string
 	// cri are more options for the test's containerd (registry mirrors).
 	cri []agenttest.ContainerdOption
+	// cp are more options for the control plane (a controller manager).
+	cp []agenttest.ControlPlaneOption
 }
 
 func startEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	cp := agenttest.StartControlPlane(t)
+	var cpOpts []agenttest.ControlPlaneOption
+	for _, o := range opts {
+		cpOpts = append(cpOpts, o.cp...)
+	}
+	cp := agenttest.StartControlPlane(t, cpOpts...)
 	var criOpts []agenttest.ContainerdOption
 	for _, o := range opts {
 		if o.containerd != "" {

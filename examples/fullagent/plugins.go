@@ -9,10 +9,15 @@ import (
 
 // pluginHandlers are the plugin kinds the plugin watcher registers, by
 // pluginregistration v1 type (pluginwatcher.CSIPlugin,
-// pluginwatcher.DRAPlugin). None yet: a plugin of a type not here is told
-// that no handler serves it, and nothing is registered.
+// pluginwatcher.DRAPlugin): CSI drivers (csi.go) when the agent has an API
+// client. A plugin of a type not here is told that no handler serves it,
+// and nothing is registered.
 func (a *agent) pluginHandlers() map[string]pluginwatcher.Handler {
-	return map[string]pluginwatcher.Handler{}
+	h := map[string]pluginwatcher.Handler{}
+	if a.csi != nil {
+		h[pluginwatcher.CSIPlugin] = a.csi.handler
+	}
+	return h
 }
 
 // newPluginWatcher builds the watcher of ROOT/plugins_registry

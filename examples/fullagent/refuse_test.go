@@ -12,7 +12,7 @@ import (
 )
 
 // TestUnsupportedPodFeatures: what nodekit does not build is refused or
-// reported, never ignored. A pod with a persistentVolumeClaim waits in
+// reported, never ignored. A pod with an nfs volume (no plugin) waits in
 // ContainerCreating with upstream's FailedMount event, retried with
 // back-off (a handful of events in 10 s, not a loop); pods with DRA claims
 // or a RestartAllContainers rule fail admission with PodFeatureUnsupported.
@@ -22,7 +22,7 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 
 	pvc := simplePod("pvc", v1.RestartPolicyAlways, "sleep 3600")
 	pvc.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
-		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}}}
+		NFS: &v1.NFSVolumeSource{Server: "nfs.invalid", Path: "/export"}}}}
 	pvc.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	e.createPod(t, pvc)
 
@@ -79,9 +79,9 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 			t.Errorf("phase %s, want Running", p.Status.Phase)
 		}
 	})
-	t.Run("PVC pod waits in ContainerCreating with FailedMount", func(t *testing.T) {
+	t.Run("nfs pod waits in ContainerCreating with FailedMount", func(t *testing.T) {
 		want := `Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: ` +
-			`failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: persistentVolumeClaim volumes are not supported by this node agent`
+			`failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: nfs volumes are not supported by this node agent`
 		first := failedMounts(t, e, "pvc", want, 60*time.Second)
 		// Watch for 10 s from the first event: the retries back off
 		// (1, 2, 4, 8 s...), so a handful of events, never a tight loop.

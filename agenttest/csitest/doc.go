@@ -1,0 +1,20 @@
+// Package csitest is a small CSI driver of the test kit, run as its own
+// process (cmd/csitest-driver) over a unix socket, as a real node driver
+// runs beside a kubelet.
+//
+// Server serves the CSI Identity and Node services (with the
+// STAGE_UNSTAGE_VOLUME capability): NodeStageVolume creates the volume's
+// directory under the state dir (STATE/volumes/HANDLE) and bind-mounts it on
+// the staging path; NodePublishVolume bind-mounts the staging path (or, for
+// a volume published without staging, such as a CSI inline volume, its own
+// directory) on the target path, read-only when asked; NodeUnpublishVolume
+// and NodeUnstageVolume unmount. Every call is appended to STATE/calls.log
+// ("RPC VOLUME PATH"), and a line "RPC CODE" in STATE/fail makes that RPC
+// fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
+// line is removed. With a registry dir it also serves the kubelet
+// plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar
+// does for a real driver.
+//
+// Build and Start (start.go) build the command with `go build` and run it
+// from tests; CallLog and Fail read and write the files above.
+package csitest

@@ -1,0 +1,207 @@
+package csitest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ephemeralMarker marks a volume directory made by a publish without
+// staging (an inline volume): it goes away with its unpublish.
+const ephemeralMarker = ".ephemeral"
+
+// NodeStageVolume creates the volume's directory and bind-mounts it on the
+// staging path.
+func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.GetVolumeId() == "" || r.GetStagingTargetPath() == "" || r.GetVolumeCapability() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume_id, staging_target_path and volume_capability are required")
+	}
+	if err := s.enter("NodeStageVolume", r.GetVolumeId(), r.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	dir := s.volumeDir(r.GetVolumeId())
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if err := bindMount(dir, r.GetStagingTargetPath(), false); err != nil {
+		return nil, err
+	}
+	return &csipb.NodeStageVolumeResponse{}, nil
+}
+
+// NodeUnstageVolume unmounts the staging path.
+func (s *Server) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter("NodeUnstageVolume", r.GetVolumeId(), r.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := unmount(r.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	return &csipb.NodeUnstageVolumeResponse{}, nil
+}
+
+// NodePublishVolume bind-mounts the staged volume (or its own directory
+// when not staged) on the target path, which it creates.
+func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.GetVolumeId() == "" || r.GetTargetPath() == "" || r.GetVolumeCapability() == nil {
+		return nil, status.Error(codes.InvalidArgument, "volume_id, target_path and volume_capability are required")
+	}
+	if err := s.enter("NodePublishVolume", r.GetVolumeId(), r.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	src := r.GetStagingTargetPath()
+	if src == "" {
+		src = s.volumeDir(r.GetVolumeId())
+		if err := os.MkdirAll(src, 0o777); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		if err := os.WriteFile(filepath.Join(s.cfg.StateDir, "volumes", filepath.Base(src)+ephemeralMarker), nil, 0o640); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	if err := os.MkdirAll(r.GetTargetPath(), 0o750); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if err := bindMount(src, r.GetTargetPath(), r.GetReadonly()); err != nil {
+		return nil, err
+	}
+	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume unmounts and removes the target path; an inline
+// volume's directory is removed with it.
+func (s *Server) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter("NodeUnpublishVolume", r.GetVolumeId(), r.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := unmount(r.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(r.GetTargetPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	dir := s.volumeDir(r.GetVolumeId())
+	marker := dir + ephemeralMarker
+	if _, err := os.Stat(marker); err == nil {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		_ = os.Remove(marker)
+	}
+	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+// bindMount bind-mounts src on target unless target is a mount point
+// already (idempotent, as CSI asks), read-only when ro.
+func bindMount(src, target string, ro bool) error {
+	mounted, err := isMountPoint(target)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if mounted {
+		return nil
+	}
+	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
+		return status.Errorf(codes.Internal, "bind mount %s on %s: %v", src, target, err)
+	}
+	if ro {
+		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(target, 0)
+			return status.Errorf(codes.Internal, "read-only remount of %s: %v", target, err)
+		}
+	}
+	return nil
+}
+
+// unmount unmounts target when it is a mount point.
+func unmount(target string) error {
+	mounted, err := isMountPoint(target)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if !mounted {
+		return nil
+	}
+	if err := unix.Unmount(target, 0); err != nil {
+		return status.Errorf(codes.Internal, "unmount %s: %v", target, err)
+	}
+	return nil
+}
+
+// isMountPoint looks path up in /proc/self/mountinfo.
+func isMountPoint(path string) (bool, error) {
+	mps, err := MountPoints()
+	if err != nil {
+		return false, err
+	}
+	for _, mp := range mps {
+		if mp == path {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// MountPoints lists the mount points of /proc/self/mountinfo, unescaped.
+func MountPoints() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		out = append(out, unescapeOctal(fields[4]))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
+	}
+	return out, nil
+}
+
+// unescapeOctal undoes mountinfo's \NNN escapes.
+func unescapeOctal(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) && isOctal(s[i+1:i+4]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '7' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,150 @@
+package csitest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Config describes a driver.
+type Config struct {
+	// Name is the driver's name, e.g. "csi.nodekit.test".
+	Name string
+	// NodeID is what NodeGetInfo reports.
+	NodeID string
+	// MaxVolumes is NodeGetInfo's max_volumes_per_node (0: no limit).
+	MaxVolumes int64
+	// Topology is NodeGetInfo's accessible topology segments.
+	Topology map[string]string
+	// StateDir holds the volumes, calls.log and fail.
+	StateDir string
+}
+
+// Server implements the CSI Identity and Node services over Config.
+type Server struct {
+	csipb.UnimplementedIdentityServer
+	csipb.UnimplementedNodeServer
+	cfg Config
+	mu  sync.Mutex // serializes calls, as the call log wants
+}
+
+// NewServer returns a Server; it creates cfg.StateDir.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Name == "" || cfg.NodeID == "" || cfg.StateDir == "" {
+		return nil, errors.New("csitest: Name, NodeID and StateDir are required")
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "volumes"), 0o750); err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg}, nil
+}
+
+// CallLogFile and FailFile are the file names under the state dir.
+const (
+	CallLogFile = "calls.log"
+	FailFile    = "fail"
+)
+
+// enter logs the call and returns the injected failure, if any.
+func (s *Server) enter(rpc, volume, path string) error {
+	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, CallLogFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	_, werr := fmt.Fprintf(f, "%s %s %s\n", rpc, volume, path)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return status.Error(codes.Internal, werr.Error())
+	}
+	return s.injected(rpc)
+}
+
+func (s *Server) injected(rpc string) error {
+	f, err := os.Open(filepath.Join(s.cfg.StateDir, FailFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || fields[0] != rpc {
+			continue
+		}
+		code := codes.Internal
+		if err := code.UnmarshalJSON([]byte(`"` + strings.ToUpper(camelToSnake(fields[1])) + `"`)); err != nil {
+			code = codes.Internal
+		}
+		return status.Errorf(code, "injected failure of %s", rpc)
+	}
+	return nil
+}
+
+// camelToSnake turns "FailedPrecondition" into "Failed_Precondition".
+func camelToSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// GetPluginInfo names the driver.
+func (s *Server) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (*csipb.GetPluginInfoResponse, error) {
+	return &csipb.GetPluginInfoResponse{Name: s.cfg.Name, VendorVersion: "0.1.0"}, nil
+}
+
+// GetPluginCapabilities reports none: the driver has no controller.
+func (s *Server) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
+	return &csipb.GetPluginCapabilitiesResponse{}, nil
+}
+
+// Probe says the driver is ready.
+func (s *Server) Probe(context.Context, *csipb.ProbeRequest) (*csipb.ProbeResponse, error) {
+	return &csipb.ProbeResponse{}, nil
+}
+
+// NodeGetInfo reports the configured node ID, limit and topology.
+func (s *Server) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.enter("NodeGetInfo", "-", "-"); err != nil {
+		return nil, err
+	}
+	r := &csipb.NodeGetInfoResponse{NodeId: s.cfg.NodeID, MaxVolumesPerNode: s.cfg.MaxVolumes}
+	if len(s.cfg.Topology) > 0 {
+		r.AccessibleTopology = &csipb.Topology{Segments: s.cfg.Topology}
+	}
+	return r, nil
+}
+
+// NodeGetCapabilities reports STAGE_UNSTAGE_VOLUME.
+func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{
+		Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}},
+	}}}, nil
+}
+
+// volumeDir is where a volume's data lives; the handle is made a safe
+// file name.
+func (s *Server) volumeDir(handle string) string {
+	return filepath.Join(s.cfg.StateDir, "volumes", strings.NewReplacer("/", "_", "..", "__").Replace(handle))
+}

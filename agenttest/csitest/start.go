@@ -1,0 +1,157 @@
+package csitest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/agenttest"
+)
+
+// DriverPackage is the import path of the driver command.
+const DriverPackage = "github.com/nodekit/nodekit/agenttest/csitest/cmd/csitest-driver"
+
+// Build builds the driver command into dir with `go build` and returns the
+// binary's path. Call it once per test binary (TestMain or a sync.Once)
+// and pass the path to Start.
+func Build(dir string) (string, error) {
+	bin := filepath.Join(dir, "csitest-driver")
+	cmd := exec.Command("go", "build", "-o", bin, DriverPackage)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", DriverPackage, err, out.String())
+	}
+	return bin, nil
+}
+
+// Options of a started driver; Name, NodeID and Topology as in Config.
+type Options struct {
+	Name       string
+	NodeID     string
+	MaxVolumes int64
+	Topology   map[string]string
+	// RegistryDir, when set, makes the driver register there.
+	RegistryDir string
+}
+
+// Process is a running driver.
+type Process struct {
+	// Endpoint is the CSI socket; StateDir holds calls.log and fail.
+	Endpoint, StateDir, Name string
+	cmd                      *exec.Cmd
+	done                     chan struct{}
+}
+
+// Start runs the driver binary bin (from Build) as its own process; it is
+// stopped (SIGTERM, then waited for) when the test ends. It needs root
+// (the driver mounts); under -short it skips as the other starters.
+func Start(t testing.TB, bin string, o Options) *Process {
+	t.Helper()
+	agenttest.SkipShort(t, "CSI test driver")
+	if os.Geteuid() != 0 {
+		agenttest.RequireIntegration(t, "CSI test driver", fmt.Errorf("it mounts, and runs as uid %d, not root", os.Geteuid()))
+	}
+	if o.Name == "" {
+		o.Name = "csi.nodekit.test"
+	}
+	if o.NodeID == "" {
+		o.NodeID = "node-1"
+	}
+	dir, err := os.MkdirTemp("", "csitest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p := &Process{Endpoint: filepath.Join(dir, "csi.sock"), StateDir: filepath.Join(dir, "state"), Name: o.Name, done: make(chan struct{})}
+	args := []string{"-name", o.Name, "-node-id", o.NodeID, "-state-dir", p.StateDir, "-endpoint", p.Endpoint,
+		"-max-volumes", fmt.Sprint(o.MaxVolumes), "-registry-dir", o.RegistryDir}
+	if len(o.Topology) > 0 {
+		var kv []string
+		for k, v := range o.Topology {
+			kv = append(kv, k+"="+v)
+		}
+		args = append(args, "-topology", strings.Join(kv, ","))
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = os.Stderr, os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", bin, err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.Stop)
+	p.waitForSocket(t)
+	return p
+}
+
+func (p *Process) waitForSocket(t testing.TB) {
+	t.Helper()
+	c := clock.RealClock{}
+	deadline := c.Now().Add(30 * time.Second)
+	for c.Now().Before(deadline) {
+		if _, err := os.Stat(p.Endpoint); err == nil {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("CSI test driver exited before serving: %v", p.cmd.ProcessState)
+		case <-c.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("CSI test driver did not serve %s within 30s", p.Endpoint)
+}
+
+// Stop ends the driver (SIGTERM) and waits for it; its sockets go away,
+// as a driver's do when it is removed from the node.
+func (p *Process) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+}
+
+// Calls returns the call log: one "RPC VOLUME PATH" line per call.
+func (p *Process) Calls() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(p.StateDir, CallLogFile))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
+}
+
+// Fail makes rpc fail with the gRPC code (e.g. "Internal") until
+// Recover; Recover clears every injected failure.
+func (p *Process) Fail(rpc, code string) error {
+	f, err := os.OpenFile(filepath.Join(p.StateDir, FailFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "%s %s\n", rpc, code)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Recover clears the injected failures.
+func (p *Process) Recover() error {
+	err := os.Remove(filepath.Join(p.StateDir, FailFile))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,32 @@
+// Package csi is the CSI volume plugin of volumemgr and the registration
+// handler of CSI node drivers.
+//
+// It lives under volumemgr because it is one of volumemgr's plugins: it
+// implements volumemgr.Plugin (Config.Plugins) and reuses volumemgr's
+// fsGroup ownership code, and nothing else in nodekit needs it. It owns:
+//
+//   - Drivers, the registry of registered CSI drivers (name → endpoint and
+//     highest supported CSI version);
+//   - Handler, the plugin-registration handler a plugin watcher calls
+//     (ValidatePlugin, RegisterPlugin, DeRegisterPlugin, as upstream's
+//     csi RegistrationHandler): it checks the versions as upstream, calls
+//     NodeGetInfo, and keeps the node's CSINode object (driver, node ID,
+//     topology keys, allocatable count), the node's
+//     csi.volume.kubernetes.io/nodeid annotation and its topology labels;
+//   - Plugin, the "kubernetes.io/csi" volume plugin for persistentVolumeClaim
+//     volumes bound to a PV with spec.csi, csi inline volumes (the CSIDriver
+//     must list the Ephemeral lifecycle mode) and generic ephemeral volumes
+//     (the PVC POD-VOLUME, which the pod must control): NodeStageVolume into
+//     ROOT/plugins/kubernetes.io/csi/DRIVER/SHA256(HANDLE)/globalmount when the
+//     driver has STAGE_UNSTAGE_VOLUME, NodePublishVolume into
+//     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
+//     beside it, and NodeUnpublishVolume / NodeUnstageVolume (when no other
+//     pod uses the staged volume) on tear-down.
+//
+// It does not watch the plugin directory (a plugin watcher does and calls
+// Handler), does not attach volumes: a CSIDriver that requires attachment
+// (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
+// with an error saying so. Block volumes (volumeMode Block, volumeDevices),
+// CSIDriver tokenRequests, NodeGetVolumeStats and NodeExpandVolume are
+// refused or not done yet; see the README.
+package csi

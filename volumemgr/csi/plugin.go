@@ -1,0 +1,298 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/volumemgr"
+)
+
+// PluginConfig configures a Plugin.
+type PluginConfig struct {
+	// RootDir is the agent's root directory; staged volumes live under
+	// ROOT/plugins/kubernetes.io/csi. Required.
+	RootDir string
+	// Drivers is the registry Handler fills. Required.
+	Drivers *Drivers
+	// API resolves claims, volumes and CSIDriver objects. Required.
+	API API
+	// NodeName is the node's name, written to vol_data.json.
+	NodeName types.NodeName
+	// Mounter reads the mount table; nil means volumemgr.HostMounter{}.
+	Mounter volumemgr.Mounter
+	// Timeout bounds each driver call; zero means DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Plugin is the "kubernetes.io/csi" volume plugin.
+type Plugin struct {
+	cfg PluginConfig
+	// locks serializes the operations on one volume (driver and handle):
+	// the reconciler sets up and tears down pods in parallel, and staging
+	// is shared by the pods of a volume (upstream's per-volume operation
+	// lock).
+	locksMu sync.Mutex
+	locks   map[string]*volumeLock
+}
+
+type volumeLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock takes the lock of a volume and returns its release.
+func (p *Plugin) lock(driver, handle string) func() {
+	key := driver + "^" + handle
+	p.locksMu.Lock()
+	l := p.locks[key]
+	if l == nil {
+		l = &volumeLock{}
+		p.locks[key] = l
+	}
+	l.users++
+	p.locksMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		p.locksMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(p.locks, key)
+		}
+		p.locksMu.Unlock()
+	}
+}
+
+var _ volumemgr.Plugin = (*Plugin)(nil)
+
+// NewPlugin checks cfg and returns a Plugin.
+func NewPlugin(cfg PluginConfig) (*Plugin, error) {
+	switch {
+	case cfg.RootDir == "":
+		return nil, errors.New("csi: PluginConfig.RootDir is required")
+	case cfg.Drivers == nil:
+		return nil, errors.New("csi: PluginConfig.Drivers is required")
+	case cfg.API == nil:
+		return nil, errors.New("csi: PluginConfig.API is required")
+	}
+	if cfg.Mounter == nil {
+		cfg.Mounter = volumemgr.HostMounter{}
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}}, nil
+}
+
+// Name is upstream's plugin name.
+func (*Plugin) Name() string { return PluginName }
+
+// CanSupport accepts persistentVolumeClaim, ephemeral and csi volumes; a
+// claim whose PV is not a CSI volume fails in SetUp.
+func (*Plugin) CanSupport(vol *v1.Volume) bool {
+	return vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil || vol.CSI != nil
+}
+
+// The keys of vol_data.json, as upstream's.
+const (
+	keySpecName  = "specVolID"
+	keyHandle    = "volumeHandle"
+	keyDriver    = "driverName"
+	keyNode      = "nodeName"
+	keyAttach    = "attachmentID"
+	keyLifecycle = "volumeLifecycleMode"
+	volDataFile  = "vol_data.json"
+)
+
+// stagingDir is ROOT/plugins/kubernetes.io/csi/DRIVER/SHA256(HANDLE)/globalmount.
+func (p *Plugin) stagingDir(driver, handle string) string {
+	return filepath.Join(p.cfg.RootDir, "plugins", PluginName, driver, fmt.Sprintf("%x", sha256.Sum256([]byte(handle))), "globalmount")
+}
+
+// attachmentName is upstream's VolumeAttachment name for the volume.
+func attachmentName(handle, driver, node string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driver+node)))
+}
+
+// SetUp resolves the volume, stages it when the driver stages, and
+// publishes it into req.Dir/mount.
+func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (*volumemgr.SetUpResult, error) {
+	src, err := p.resolve(ctx, req.Pod, req.Volume)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := p.policy(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if pol.attachRequired {
+		return nil, fmt.Errorf("CSI driver %s requires attachment (CSIDriver attachRequired, or no CSIDriver object): attaching volumes through VolumeAttachment is not supported by this node agent", src.driver)
+	}
+	endpoint, err := p.cfg.Drivers.endpoint(src.driver)
+	if err != nil {
+		return nil, errors.New(logf("mounter.SetUpAt failed to get CSI client: %v", err))
+	}
+	c, err := dial(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	specName := req.Volume.Name
+	if src.pv != nil {
+		specName = src.pv.Name
+	}
+	data := map[string]string{
+		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
+		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
+	}
+	capability := volumeCapability(src.mode, src.fsType, src.mountOptions)
+	defer p.lock(src.driver, src.handle)()
+	staging := ""
+	if src.lifecycle == storagev1.VolumeLifecyclePersistent {
+		if staging, err = p.stage(ctx, c, src, capability, data); err != nil {
+			return nil, err
+		}
+	}
+	target := filepath.Join(req.Dir, "mount")
+	if err := p.publish(ctx, c, req, src, pol, capability, staging, data); err != nil {
+		return nil, err
+	}
+	if src.appliesFSGroup(req.Pod, pol.fsGroup) {
+		if err := volumemgr.ApplyFSGroup(target, req.Pod, false); err != nil {
+			return nil, fmt.Errorf("applying fsGroup to %s: %w", target, err)
+		}
+	}
+	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly}, nil
+}
+
+// stage calls NodeStageVolume when the driver has STAGE_UNSTAGE_VOLUME and
+// returns the staging path ("" when the driver does not stage).
+func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capability *csipb.VolumeCapability, data map[string]string) (string, error) {
+	ok, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	if err != nil {
+		return "", errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
+	}
+	if !ok {
+		return "", nil
+	}
+	dir := p.stagingDir(src.driver, src.handle)
+	// Staged once per node, as upstream's MountDevice: another pod of the
+	// volume (or a set-up after a restart) only publishes.
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
+		if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
+			return dir, nil
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("creating staging dir %s: %w", dir, err)
+	}
+	if err := writeVolData(filepath.Dir(dir), data); err != nil {
+		return "", err
+	}
+	_, err = c.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
+		VolumeId: src.handle, StagingTargetPath: dir, VolumeCapability: capability, VolumeContext: src.attributes,
+	})
+	if err != nil {
+		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
+	}
+	return dir, nil
+}
+
+func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
+	capability *csipb.VolumeCapability, staging string, data map[string]string) error {
+	if err := os.MkdirAll(req.Dir, 0o750); err != nil {
+		return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
+	}
+	if err := writeVolData(req.Dir, data); err != nil {
+		return err
+	}
+	attrs := map[string]string{}
+	for k, v := range src.attributes {
+		attrs[k] = v
+	}
+	if pol.podInfo {
+		attrs["csi.storage.k8s.io/pod.name"] = req.Pod.Name
+		attrs["csi.storage.k8s.io/pod.namespace"] = req.Pod.Namespace
+		attrs["csi.storage.k8s.io/pod.uid"] = string(req.Pod.UID)
+		attrs["csi.storage.k8s.io/serviceAccount.name"] = req.Pod.Spec.ServiceAccountName
+		attrs["csi.storage.k8s.io/ephemeral"] = fmt.Sprint(src.lifecycle == storagev1.VolumeLifecycleEphemeral)
+	}
+	target := filepath.Join(req.Dir, "mount")
+	_, err := c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+		VolumeId: src.handle, StagingTargetPath: staging, TargetPath: target,
+		VolumeCapability: capability, Readonly: src.readOnly, VolumeContext: attrs,
+	})
+	if err != nil {
+		// As upstream: leave no empty target behind a failed publish.
+		if mounted, merr := p.mounted(ctx, target); merr == nil && !mounted {
+			_ = os.Remove(target)
+		}
+		return err
+	}
+	return nil
+}
+
+func writeVolData(dir string, data map[string]string) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, volDataFile), b, 0o640); err != nil {
+		return errors.New(logf("failed to save volume info data: %v", err))
+	}
+	return nil
+}
+
+func readVolData(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, volDataFile))
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]string{}
+	if err := json.Unmarshal(b, &data); err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", filepath.Join(dir, volDataFile), err)
+	}
+	return data, nil
+}
+
+func (p *Plugin) mounted(ctx context.Context, path string) (bool, error) {
+	mps, err := p.cfg.Mounter.MountPoints(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, mp := range mps {
+		if mp.Path == path {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// removeIfUnmounted removes dir unless something is mounted on it.
+func (p *Plugin) removeIfUnmounted(ctx context.Context, dir string) error {
+	mounted, err := p.mounted(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		return fmt.Errorf("%s is still mounted", dir)
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

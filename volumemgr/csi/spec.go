@@ -1,0 +1,205 @@
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/component-helpers/storage/ephemeral"
+
+	"github.com/nodekit/nodekit/volumemgr"
+)
+
+// pvcProtectionFinalizer keeps a PVC in use from going away; a PVC being
+// deleted without it must not be mounted (upstream's rule).
+const pvcProtectionFinalizer = "kubernetes.io/pvc-protection"
+
+// source is a pod volume resolved to what the driver is called with.
+type source struct {
+	driver       string
+	handle       string
+	attributes   map[string]string
+	fsType       string
+	mountOptions []string
+	readOnly     bool
+	mode         csipb.VolumeCapability_AccessMode_Mode
+	lifecycle    storagev1.VolumeLifecycleMode
+	// pv is the bound PV, nil for inline volumes.
+	pv *v1.PersistentVolume
+}
+
+// resolve turns a persistentVolumeClaim, ephemeral or csi pod volume into
+// a source, with upstream's errors for unbound or foreign claims.
+func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
+	if vol.CSI != nil {
+		return inlineSource(pod, vol), nil
+	}
+	var claim string
+	readOnly := false
+	switch {
+	case vol.PersistentVolumeClaim != nil:
+		claim, readOnly = vol.PersistentVolumeClaim.ClaimName, vol.PersistentVolumeClaim.ReadOnly
+	case vol.Ephemeral != nil:
+		claim = ephemeral.VolumeClaimName(pod, vol)
+	default:
+		return nil, fmt.Errorf("volume %q is not a CSI volume", vol.Name)
+	}
+	pvc, err := p.boundClaim(ctx, pod.Namespace, claim)
+	if err != nil {
+		return nil, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, claim, err)
+	}
+	if vol.Ephemeral != nil {
+		if err := ephemeral.VolumeIsForPod(pod, pvc); err != nil {
+			return nil, err
+		}
+	}
+	pv, err := p.boundVolume(ctx, pvc)
+	if err != nil {
+		return nil, fmt.Errorf("error processing PVC %s/%s: %w", pod.Namespace, claim, err)
+	}
+	if pv.Spec.CSI == nil {
+		return nil, fmt.Errorf("failed to get Plugin from volumeSpec for volume %q err=%w: PersistentVolume %s is not a CSI volume; only CSI persistent volumes are supported by this node agent",
+			vol.Name, volumemgr.ErrNoPluginMatched, pv.Name)
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
+		return nil, fmt.Errorf("volume %s has volumeMode %s: block volumes are not supported by this node agent", vol.Name, v1.PersistentVolumeBlock)
+	}
+	c := pv.Spec.CSI
+	if c.NodeStageSecretRef != nil || c.NodePublishSecretRef != nil {
+		return nil, fmt.Errorf("PersistentVolume %s: spec.csi.nodeStageSecretRef and nodePublishSecretRef are not supported by this node agent", pv.Name)
+	}
+	return &source{
+		driver: c.Driver, handle: c.VolumeHandle, attributes: c.VolumeAttributes, fsType: c.FSType,
+		mountOptions: pv.Spec.MountOptions, readOnly: readOnly || c.ReadOnly,
+		mode: accessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent, pv: pv,
+	}, nil
+}
+
+func inlineSource(pod *v1.Pod, vol *v1.Volume) *source {
+	c := vol.CSI
+	s := &source{
+		driver: c.Driver, handle: inlineHandle(string(pod.UID), vol.Name), attributes: c.VolumeAttributes,
+		mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, lifecycle: storagev1.VolumeLifecycleEphemeral,
+	}
+	if c.FSType != nil {
+		s.fsType = *c.FSType
+	}
+	if c.ReadOnly != nil {
+		s.readOnly = *c.ReadOnly
+	}
+	return s
+}
+
+// inlineHandle names an inline volume for the driver: csi-SHA256(UID+NAME),
+// as upstream.
+func inlineHandle(podUID, volName string) string {
+	return fmt.Sprintf("csi-%x", sha256.Sum256([]byte(podUID+volName)))
+}
+
+func (p *Plugin) boundClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
+	pvc, err := p.cfg.API.GetPersistentVolumeClaim(ctx, namespace, name)
+	if err != nil || pvc == nil {
+		return nil, fmt.Errorf("failed to fetch PVC from API server: %w", err)
+	}
+	if pvc.DeletionTimestamp != nil && !slices.Contains(pvc.Finalizers, pvcProtectionFinalizer) {
+		return nil, errors.New("PVC is being deleted")
+	}
+	if pvc.Status.Phase != v1.ClaimBound {
+		return nil, errors.New("PVC is not bound")
+	}
+	if pvc.Spec.VolumeName == "" {
+		return nil, errors.New("PVC has empty pvc.Spec.VolumeName")
+	}
+	return pvc, nil
+}
+
+func (p *Plugin) boundVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim) (*v1.PersistentVolume, error) {
+	name := pvc.Spec.VolumeName
+	pv, err := p.cfg.API.GetPersistentVolume(ctx, name)
+	if err != nil || pv == nil {
+		return nil, fmt.Errorf("failed to fetch PV %s from API server: %w", name, err)
+	}
+	if pv.Spec.ClaimRef == nil {
+		return nil, fmt.Errorf("found PV object %s but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim", name)
+	}
+	if pv.Spec.ClaimRef.UID != pvc.UID {
+		return nil, fmt.Errorf("found PV object %s but its pv.Spec.ClaimRef.UID %s does not point to claim.UID %s", name, pv.Spec.ClaimRef.UID, pvc.UID)
+	}
+	return pv, nil
+}
+
+// accessMode maps a PV's access modes to the CSI one, as upstream for a
+// driver without SINGLE_NODE_MULTI_WRITER.
+func accessMode(modes []v1.PersistentVolumeAccessMode) csipb.VolumeCapability_AccessMode_Mode {
+	switch {
+	case slices.Contains(modes, v1.ReadWriteMany):
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	case slices.Contains(modes, v1.ReadOnlyMany) && !slices.Contains(modes, v1.ReadWriteOnce):
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	}
+	return csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+}
+
+// driverPolicy is what the CSIDriver object says, with upstream's defaults
+// when there is none.
+type driverPolicy struct {
+	attachRequired bool
+	podInfo        bool
+	fsGroup        storagev1.FSGroupPolicy
+}
+
+func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
+	d, err := p.cfg.API.GetCSIDriver(ctx, s.driver)
+	if apierrors.IsNotFound(err) {
+		if s.lifecycle == storagev1.VolumeLifecycleEphemeral {
+			return nil, fmt.Errorf("volume mode %q not supported by driver %s (no CSIDriver object)", s.lifecycle, s.driver)
+		}
+		return &driverPolicy{attachRequired: true, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting CSIDriver %s: %w", s.driver, err)
+	}
+	modes := d.Spec.VolumeLifecycleModes
+	if len(modes) == 0 {
+		modes = []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}
+	}
+	if !slices.Contains(modes, s.lifecycle) {
+		return nil, fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", s.lifecycle, s.driver, modes)
+	}
+	if len(d.Spec.TokenRequests) > 0 {
+		return nil, fmt.Errorf("CSIDriver %s: spec.tokenRequests is not supported by this node agent", s.driver)
+	}
+	pol := &driverPolicy{attachRequired: d.Spec.AttachRequired == nil || *d.Spec.AttachRequired,
+		podInfo: d.Spec.PodInfoOnMount != nil && *d.Spec.PodInfoOnMount, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
+	if d.Spec.FSGroupPolicy != nil {
+		pol.fsGroup = *d.Spec.FSGroupPolicy
+	}
+	if s.lifecycle == storagev1.VolumeLifecycleEphemeral {
+		pol.attachRequired = false // inline volumes are never attached
+	}
+	return pol, nil
+}
+
+// appliesFSGroup reports whether the node changes the volume's ownership,
+// as upstream's supportsFSGroup.
+func (s *source) appliesFSGroup(pod *v1.Pod, pol storagev1.FSGroupPolicy) bool {
+	if pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.FSGroup == nil || pol == storagev1.NoneFSGroupPolicy || s.readOnly {
+		return false
+	}
+	if pol == storagev1.FileFSGroupPolicy {
+		return true
+	}
+	if s.fsType == "" {
+		return false
+	}
+	if s.pv == nil {
+		return true
+	}
+	return slices.Contains(s.pv.Spec.AccessModes, v1.ReadWriteOnce)
+}

@@ -1,0 +1,101 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/nodekit/nodekit/volumemgr"
+)
+
+// TearDown unpublishes the volume from req.Dir/mount and, when no other
+// pod on the node still publishes it, unstages it. It reads what to call
+// from vol_data.json, so it works for volumes found on disk after a
+// restart.
+func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) error {
+	data, err := readVolData(req.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Never published (or already torn down): only an empty dir to remove.
+		if err := p.removeIfUnmounted(ctx, filepath.Join(req.Dir, "mount")); err != nil {
+			return err
+		}
+		return p.removeIfUnmounted(ctx, req.Dir)
+	}
+	if err != nil {
+		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
+	}
+	driver, handle := data[keyDriver], data[keyHandle]
+	defer p.lock(driver, handle)()
+	endpoint, err := p.cfg.Drivers.endpoint(driver)
+	if err != nil {
+		return errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
+	}
+	c, err := dial(endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	target := filepath.Join(req.Dir, "mount")
+	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
+		return errors.New(logf("Unmounter.TearDownAt failed: %v", err))
+	}
+	if err := p.removeIfUnmounted(ctx, target); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(req.Dir, volDataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := p.removeIfUnmounted(ctx, req.Dir); err != nil {
+		return err
+	}
+	return p.unstageIfUnused(ctx, c, driver, handle)
+}
+
+// unstageIfUnused calls NodeUnstageVolume once no pod directory publishes
+// the volume any more, and removes the staging directories.
+func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, handle string) error {
+	staging := p.stagingDir(driver, handle)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(staging), volDataFile)); errors.Is(err, fs.ErrNotExist) {
+		return nil // not staged
+	}
+	inUse, err := p.publishedElsewhere(driver, handle)
+	if err != nil || inUse {
+		return err
+	}
+	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
+		return fmt.Errorf("UnmountDevice failed for volume %q: %w", handle, err)
+	}
+	if err := p.removeIfUnmounted(ctx, staging); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(filepath.Dir(staging), volDataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return p.removeIfUnmounted(ctx, filepath.Dir(staging))
+}
+
+// publishedElsewhere reports whether a pod volume directory still holds a
+// vol_data.json naming the volume.
+func (p *Plugin) publishedElsewhere(driver, handle string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(p.cfg.RootDir, "pods", "*", "volumes", volumemgr.EscapePluginName(PluginName), "*", volDataFile))
+	if err != nil {
+		return false, err
+	}
+	for _, f := range files {
+		data, err := readVolData(filepath.Dir(f))
+		if err != nil {
+			continue // being written or removed
+		}
+		if data[keyDriver] == driver && data[keyHandle] == handle {
+			return true, nil
+		}
+	}
+	return false, nil
+}
