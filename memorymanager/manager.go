@@ -3,9 +3,9 @@ package memorymanager
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
