@@ -146,7 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		srv.Stop()
-		<-done
+		_ = <-done // Serve returns nil after Stop
 		return nil
 	case err := <-done:
 		return fmt.Errorf("podresources: serve %s: %w", path, err)
