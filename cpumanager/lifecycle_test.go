@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nodekit/nodekit"
 )
@@ -260,4 +261,22 @@ func TestRunReconcilesOnEveryTick(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+func TestAllocatableCPUs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	m, err := New(ctx, Config{Policy: PolicyStatic, Topology: singleSocketHT(t), ReservedSystemCPUs: cpuset.New(0, 4), StateDir: t.TempDir(), ActivePods: &fakePods{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.AllocatableCPUs().String(); got != "1-3,5-7" {
+		t.Errorf("static: allocatable %s, want 1-3,5-7 (all but the reserved)", got)
+	}
+	none, err := New(ctx, Config{Policy: PolicyNone, StateDir: t.TempDir(), ActivePods: &fakePods{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := none.AllocatableCPUs(); !got.IsEmpty() {
+		t.Errorf("none: allocatable %s, want none", got)
+	}
 }

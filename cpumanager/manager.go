@@ -374,6 +374,17 @@ func (m *Manager) SharedCPUs() cpuset.CPUSet {
 	return m.st.defaultSet
 }
 
+// AllocatableCPUs returns the CPUs that can be handed out exclusively: the
+// machine's CPUs minus the reserved ones under the static policy, none
+// under the none policy (upstream's GetAllocatableCPUs, reported by the
+// podresources API).
+func (m *Manager) AllocatableCPUs() cpuset.CPUSet {
+	if m.static == nil {
+		return cpuset.New()
+	}
+	return m.static.topo.CPUs().Difference(m.static.reserved)
+}
+
 // ReservedCPUs returns the CPUs never handed out exclusively.
 func (m *Manager) ReservedCPUs() cpuset.CPUSet {
 	if m.static == nil {

@@ -200,3 +200,33 @@ func TestWrapOptions(t *testing.T) {
 		t.Errorf("wrapped options = %s", got)
 	}
 }
+
+func TestContainerAndAllocatableDevices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	active := &podSet{}
+	m := newTestManager(t, ctx, Config{ActivePods: active.list})
+	foo := &fakeClient{resource: "example.com/foo"}
+	ep := attach(m, "example.com/foo", foo, nil)
+	report(ctx, m, ep, map[string]bool{"f0": true, "f1": true, "f2": false})
+	pod := newPod("p", nil, container("app", map[string]int{"example.com/foo": 1}))
+	active.add(pod)
+	if d := m.Admit(ctx, nodekit.AdmitRequest{Pod: pod}); !d.Admit {
+		t.Fatal(d)
+	}
+	got := m.ContainerDevices(pod.UID, "app")
+	if len(got) != 1 || len(got["example.com/foo"]) != 1 {
+		t.Fatalf("container devices %v, want one example.com/foo", got)
+	}
+	for id, d := range got["example.com/foo"] {
+		if (id != "f0" && id != "f1") || d.ID != id || d.Topology != nil {
+			t.Errorf("device %s = %v, want a healthy one without topology", id, d)
+		}
+	}
+	if got := m.ContainerDevices(pod.UID, "other"); got != nil {
+		t.Errorf("a container without devices: %v", got)
+	}
+	alloc := m.AllocatableDevices()
+	if ids := sets.KeySet(alloc["example.com/foo"]); !ids.Equal(sets.New("f0", "f1")) {
+		t.Errorf("allocatable %v, want the healthy f0 and f1", sets.List(ids))
+	}
+}

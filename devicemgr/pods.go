@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
@@ -129,5 +130,55 @@ func (m *Manager) deviceRequests(pod *v1.Pod, c *v1.Container) []string {
 		out = append(out, string(name))
 	}
 	sort.Strings(out)
+	return out
+}
+
+// ContainerDevices returns the devices held by a container, by resource
+// and device ID, each with the NUMA node it was allocated on (no topology
+// for a device that reports none): what the podresources API lists. Nil
+// when the container holds none.
+func (m *Manager) ContainerDevices(podUID types.UID, container string) map[string]map[string]*pluginapi.Device {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out map[string]map[string]*pluginapi.Device
+	for resource, a := range m.pods[string(podUID)][container] {
+		for numa, ids := range a.numa {
+			for _, id := range ids {
+				d := &pluginapi.Device{ID: id, Health: pluginapi.Healthy}
+				if numa != withoutTopology {
+					d.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: numa}}}
+				}
+				if out == nil {
+					out = map[string]map[string]*pluginapi.Device{}
+				}
+				if out[resource] == nil {
+					out[resource] = map[string]*pluginapi.Device{}
+				}
+				out[resource][id] = d
+			}
+		}
+	}
+	return out
+}
+
+// AllocatableDevices returns the healthy devices of every resource, by
+// resource and device ID, as their plugins reported them (upstream's
+// GetAllocatableDevices, listed by the podresources API).
+func (m *Manager) AllocatableDevices() map[string]map[string]*pluginapi.Device {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]map[string]*pluginapi.Device{}
+	for resource, rs := range m.resources {
+		for id := range rs.healthy {
+			d := rs.devices[id]
+			if d == nil {
+				continue
+			}
+			if out[resource] == nil {
+				out[resource] = map[string]*pluginapi.Device{}
+			}
+			out[resource][id] = &pluginapi.Device{ID: d.ID, Health: d.Health, Topology: d.Topology}
+		}
+	}
 	return out
 }

@@ -3,6 +3,7 @@ package memorymanager
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -357,6 +358,26 @@ func (m *Manager) MemoryBlocks(podUID types.UID, containerName string) []Block {
 		return cloneBlocks(b)
 	}
 	return nil
+}
+
+// AllocatableMemory returns, under the static policy, one block per NUMA
+// node and resource (memory, hugepages-*) of its allocatable bytes; none
+// under the none policy (upstream's GetAllocatableMemory, reported by the
+// podresources API). Blocks are ordered by node, then resource name.
+func (m *Manager) AllocatableMemory() []Block {
+	if m.static == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Block
+	for _, node := range slices.Sorted(maps.Keys(m.st.machine)) {
+		n := m.st.machine[node]
+		for _, name := range slices.Sorted(maps.Keys(n.MemoryMap)) {
+			out = append(out, Block{NUMAAffinity: []int{node}, Type: name, Size: n.MemoryMap[name].Allocatable})
+		}
+	}
+	return out
 }
 
 // Free returns the free bytes of a resource on a NUMA node.

@@ -358,3 +358,11 @@ func checkAccounting(t *testing.T, seed int64, step int, mgr *Manager) {
 		}
 	}
 }
+
+func TestAllocatableMemory(t *testing.T) {
+	mgr, _ := newManager(t, machine(t, 2, 2*gb, 1), reservePerNode(2, 512*mb), t.TempDir())
+	// Per node: 1Gi of huge pages, and 2Gi less them and 512Mi reserved.
+	if got := describe(mgr.AllocatableMemory()); got != "hugepages-1Gi:[0]=1024Mi memory:[0]=512Mi hugepages-1Gi:[1]=1024Mi memory:[1]=512Mi" {
+		t.Fatalf("allocatable %s", got)
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/pluginwatcher"
 	"github.com/nodekit/nodekit/podconfig"
+	"github.com/nodekit/nodekit/podresources"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/shutdown"
@@ -87,6 +88,7 @@ type agent struct {
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	plugins     *pluginwatcher.Watcher // CSI and DRA plugin registration (plugins.go)
 	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
+	podRes      *podresources.Server   // the podresources API (podresources.go)
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
@@ -382,7 +384,7 @@ func (a *agent) startNodeSide(ctx context.Context, start starter) {
 
 // startPodSide makes the root dir a shared mount, sets up the pod cgroups
 // and device plugins, and starts the parts pods run with: the plugin
-// watcher, volumes, PLEG,
+// watcher, the podresources API, volumes, PLEG,
 // OOM watcher, log rotation, probes, pod sources, node shutdown, reclaim
 // and the resource managers.
 func (a *agent) startPodSide(ctx context.Context, start starter) error {
@@ -400,6 +402,7 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 		return err
 	}
 	start("plugin watcher", a.plugins.Run)
+	start("podresources API", a.podRes.Run)
 	if a.watching != nil {
 		start("volume object watches", a.watching.Run)
 	}

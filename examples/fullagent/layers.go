@@ -364,6 +364,9 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	if a.plugins, err = a.newPluginWatcher(); err != nil {
 		return nil, err
 	}
+	if a.podRes, err = a.newPodResources(); err != nil {
+		return nil, err
+	}
 	return admission.DefaultChain(admission.ChainConfig{
 		// The eviction manager needs the loop, so it is built on the
 		// node side and joins the chain through a closure.

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"path/filepath"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/nodekit/nodekit/cpumanager"
+	"github.com/nodekit/nodekit/devicemgr"
+	"github.com/nodekit/nodekit/memorymanager"
+	"github.com/nodekit/nodekit/podresources"
+)
+
+// newPodResources builds the podresources API on
+// ROOT/pod-resources/kubelet.sock over the loop's active pods and the
+// CPU, memory and device managers. No DRA manager yet: no container
+// reports dynamic resources.
+func (a *agent) newPodResources() (*podresources.Server, error) {
+	return podresources.New(podresources.Config{
+		Dir:     filepath.Join(a.rootDir, "pod-resources"),
+		Pods:    activePods(func() []*v1.Pod { return a.loop.ActivePods() }),
+		CPUs:    podCPUs{a.resources.cpus},
+		Memory:  podMemory{a.resources.mem},
+		Devices: podDevices{a.devices},
+	})
+}
+
+type activePods func() []*v1.Pod
+
+func (f activePods) ActivePods() []*v1.Pod { return f() }
+
+// podCPUs reports the CPU manager's exclusive CPUs.
+type podCPUs struct{ m *cpumanager.Manager }
+
+func (c podCPUs) ContainerCPUs(uid types.UID, name string) []int64 {
+	return podresources.CPUIDs(c.m.ExclusiveCPUs(uid, name))
+}
+
+func (c podCPUs) AllocatableCPUs() []int64 { return podresources.CPUIDs(c.m.AllocatableCPUs()) }
+
+// podMemory reports the static memory manager's blocks.
+type podMemory struct{ m *memorymanager.Manager }
+
+func (p podMemory) ContainerMemory(uid types.UID, name string) []*podresourcesv1.ContainerMemory {
+	return memoryBlocks(p.m.MemoryBlocks(uid, name))
+}
+
+func (p podMemory) AllocatableMemory() []*podresourcesv1.ContainerMemory {
+	return memoryBlocks(p.m.AllocatableMemory())
+}
+
+func memoryBlocks(blocks []memorymanager.Block) []*podresourcesv1.ContainerMemory {
+	var out []*podresourcesv1.ContainerMemory
+	for _, b := range blocks {
+		out = append(out, podresources.Memory(string(b.Type), b.Size, b.NUMAAffinity))
+	}
+	return out
+}
+
+// podDevices reports the device plugins' devices.
+type podDevices struct{ m *devicemgr.Manager }
+
+func (d podDevices) ContainerDevices(uid types.UID, name string) []*podresourcesv1.ContainerDevices {
+	return podresources.Devices(d.m.ContainerDevices(uid, name))
+}
+
+func (d podDevices) AllocatableDevices() []*podresourcesv1.ContainerDevices {
+	return podresources.Devices(d.m.AllocatableDevices())
+}

@@ -1,0 +1,37 @@
+// Package podresources serves the kubelet podresources gRPC API v1
+// (k8s.io/kubelet/pkg/apis/podresources/v1), as upstream kubelet
+// (pkg/kubelet/apis/podresources, started by ListenAndServePodResources)
+// does on <rootDir>/pod-resources/kubelet.sock (the directory created
+// 0750): List, Get (KubeletPodResourcesGet is GA and locked on in v1.37,
+// so Get is always served) and GetAllocatableResources, behind upstream's
+// rate limit (100 requests a second, bursts of 10; past it a request is
+// refused with ResourceExhausted "rejected by rate limit").
+//
+// Which pods: the active pods (Config.Pods; upstream's
+// KubeletPodResourcesListUseActivePods, on by default: admitted pods
+// neither terminal nor fully terminated); Get finds a pod among them and
+// answers "pod NAME in namespace NS not found" otherwise. Per container
+// (the regular containers and the restartable init containers, as
+// upstream) it reports the exclusive CPUs (Config.CPUs), the memory
+// blocks of the static memory manager (Config.Memory), the device-plugin
+// devices (Config.Devices) and the DRA claims (Config.DynamicResources;
+// KubeletPodResourcesDynamicResources is GA in v1.37). A provider left
+// nil reports nothing. GetAllocatableResources reports the CPUs, memory
+// and devices those providers say can be handed out.
+//
+// It does not own any of the resources (the CPU, memory and device
+// managers and a DRA manager do), nor the pod store. It does not report
+// the pod-level CPUs and memory of PodLevelResourceManagers (a beta gate,
+// off by default), does not serve the deprecated v1alpha1 service, and
+// does not export upstream's pod_resources_endpoint_* metrics. Until a
+// DRA manager implements DynamicResourcesProvider, fullagent leaves it
+// nil and every container reports no dynamic resources.
+//
+// How an agent wires it:
+//
+//	s, err := podresources.New(podresources.Config{
+//		Dir:  filepath.Join(rootDir, "pod-resources"),
+//		Pods: loop, CPUs: cpus, Memory: mem, Devices: devices,
+//	})
+//	go s.Run(ctx) // serves until ctx is done
+package podresources
