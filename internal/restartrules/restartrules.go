@@ -10,6 +10,41 @@
 // do all the others (TriggersRestartAll says which exits start that). With
 // the gate off the agent refuses such pods at admission, so these rules
 // never meet a pod whose rule would fall back to the container's policy.
+//
+// What restarting all containers means, as kubelet v1.37.2 does it (the
+// sync loop, internal/podstatus and the status manager follow it):
+//   - Trigger: the newest runtime instance of an init, sidecar or regular
+//     container exited (or the last status shows it terminated) with a
+//     code whose first matching rule has action RestartAllContainers; or
+//     the last status has the AllContainersRestarting condition True.
+//   - The sync that sees it generates AllContainersRestarting True
+//     (reason RestartAllContainersStarted, message "container exited with
+//     restart policy rule", no observedGeneration), then, instead of the
+//     usual actions, kills (grace 0, raised to the runtime's 2 s minimum;
+//     a Killing event "killing") and removes every runtime instance of the
+//     init and regular containers: the other regular containers, the
+//     other init containers, then the regular and last the init
+//     containers that triggered it. Ephemeral containers and the sandbox
+//     are kept, so the pod keeps its IP and volumes. The pod is synced
+//     again at once.
+//   - That sync finds no container left: AllContainersRestarting becomes
+//     False (no reason), and each container the last status showed not
+//     waiting is waiting with reason RestartingAllContainers ("The
+//     container is removed because RestartAllContainers in place"), a
+//     last termination with that reason and exit code 137, and one more
+//     restart. Then the containers start as in a new sandbox: init
+//     containers again from the first, sidecars, then the regular ones.
+//     Crash-loop back-off does not hold them (no exited instance is left).
+//   - The new instances keep the restart count (never below the last
+//     status's; one more for a container last seen terminated) and the
+//     last termination. A container removed with reason
+//     RestartingAllContainers counts as restarting in the phase, so a
+//     Never pod is not Failed meanwhile; it is Pending while its init
+//     containers run again and Initialized stays True once it was. A pod
+//     with a RestartAllContainers rule is exempt from the status manager's
+//     terminated-to-running check. The condition is generated only for
+//     pods with such a rule; in a terminal phase it is False with reason
+//     PodCompleted or PodFailed.
 package restartrules
 
 import (
