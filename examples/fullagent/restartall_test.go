@@ -163,11 +163,11 @@ func TestRestartAllSideBySide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[a.name] = restartAllSummary(last) + fmt.Sprintf("\\ninit runs=%d", strings.Count(string(b), "ran"))
-		t.Logf("%s:\\n%s", a.name, got[a.name])
+		got[a.name] = restartAllSummary(last) + fmt.Sprintf("\ninit runs=%d", strings.Count(string(b), "ran"))
+		t.Logf("%s:\n%s", a.name, got[a.name])
 	}
 	if got["kubelet"] != got["fullagent"] {
-		t.Errorf("kubelet and fullagent differ:\\nkubelet:\\n%s\\nfullagent:\\n%s", got["kubelet"], got["fullagent"])
+		t.Errorf("kubelet and fullagent differ:\nkubelet:\n%s\nfullagent:\n%s", got["kubelet"], got["fullagent"])
 	}
 }
 
@@ -184,7 +184,7 @@ func restartAllSummary(p *v1.Pod) string {
 		fmt.Fprintf(&b, " %s=%s(%s)", t, c.Status, c.Reason)
 	}
 	for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		fmt.Fprintf(&b, "\\n%s: %s restarts=%d ready=%v", cs.Name, stateName(cs.State), cs.RestartCount, cs.Ready)
+		fmt.Fprintf(&b, "\n%s: %s restarts=%d ready=%v", cs.Name, stateName(cs.State), cs.RestartCount, cs.Ready)
 		if lt := cs.LastTerminationState.Terminated; lt != nil {
 			fmt.Fprintf(&b, " last=%s(%d) %q", lt.Reason, lt.ExitCode, lt.Message)
 		}
