@@ -86,8 +86,9 @@ type FreshNodeGetter interface {
 //	NodePorts, TaintToleration, PodFeatures
 //
 // PodFeatures (as upstream's pod-features handler) refuses pods needing
-// what nodekit does not implement (DRA claims, the RestartAllContainers
-// restart action); it is last, as upstream. Upstream's declared-features
+// what nodekit does not implement (DRA claims); it is last, as upstream.
+// Options are passed to NewPodFeatures (WithoutRestartAllContainers for an
+// agent whose RestartAllContainersOnContainerExits gate is off). Upstream's declared-features
 // handler is DeclaredFeatures, chained after AppArmor (ChainConfig).
 //
 // The other upstream admit handlers live in the packages that own their
@@ -95,7 +96,7 @@ type FreshNodeGetter interface {
 // eviction, sysctls, and the CPU/memory/topology/device managers before
 // Builtins; AppArmor and node shutdown after; custom policies last.
 // DefaultChain builds that order.
-func Builtins(node NodeGetter) []nodekit.Admitter {
+func Builtins(node NodeGetter, opts ...PodFeaturesOption) []nodekit.Admitter {
 	return []nodekit.Admitter{
 		NewOS(node),
 		NewSupplementalGroupsPolicy(node),
@@ -104,7 +105,7 @@ func Builtins(node NodeGetter) []nodekit.Admitter {
 		NewNodeName(node),
 		NewNodePorts(),
 		NewTaintToleration(node),
-		NewPodFeatures(),
+		NewPodFeatures(opts...),
 	}
 }
 

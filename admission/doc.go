@@ -5,8 +5,9 @@
 // taints; and the sysctl allowlist (Sysctls: the kernel's safe sysctls plus
 // allowedUnsafeSysctls, SysctlForbidden otherwise); AppArmor (profiles the
 // host cannot enforce, reason AppArmor); and PodFeatures, which refuses pods
-// needing what nodekit does not build (DRA resource claims, the
-// RestartAllContainers restart action) with PodFeatureUnsupported; and
+// needing what nodekit does not build (DRA resource claims; the
+// RestartAllContainers restart action only when its gate is off) with
+// PodFeatureUnsupported; and
 // DeclaredFeatures, which refuses a pod needing a node feature the node does
 // not declare in status.declaredFeatures (same reason). Each
 // built-in rejects with upstream v1.37's Reason and Message (OutOfcpu,

@@ -30,21 +30,45 @@ const (
 //     resources.claims, or status.extendedResourceClaimStatus (a DRA-backed
 //     extended resource). The pod would run without its devices; the
 //     message names the claims.
-//   - restartPolicyRules with action RestartAllContainers: the sync loop
-//     cannot restart a pod's containers in place; the message names the
-//     container and the rule.
+//   - restartPolicyRules with action RestartAllContainers, only when built
+//     WithoutRestartAllContainers (the RestartAllContainersOnContainerExits
+//     gate is off): the sync loop restarts all containers in place (beta
+//     and on in v1.37), but with the gate off the node would treat such a
+//     rule as if it were not there; the message names the container and
+//     the rule.
 //
 // Pod-level resources (spec.resources) are acted on (cgroups, QoS,
 // admission) and not refused here. PodFeatures reads only the pod.
-type PodFeatures struct{}
+type PodFeatures struct {
+	refuseRestartAll bool
+}
 
 var _ nodekit.Admitter = (*PodFeatures)(nil)
 
-// NewPodFeatures returns the PodFeatures admitter.
-func NewPodFeatures() *PodFeatures { return &PodFeatures{} }
+// PodFeaturesOption changes what PodFeatures refuses.
+type PodFeaturesOption func(*PodFeatures)
+
+// WithoutRestartAllContainers refuses pods with a RestartAllContainers
+// restart rule: for an agent whose RestartAllContainersOnContainerExits
+// gate is off, or whose runtime cannot remove containers
+// (syncloop.ContainerRemover).
+func WithoutRestartAllContainers() PodFeaturesOption {
+	return func(p *PodFeatures) { p.refuseRestartAll = true }
+}
+
+// NewPodFeatures returns the PodFeatures admitter; without options it
+// admits RestartAllContainers rules, as kubelet v1.37 with its default
+// gates.
+func NewPodFeatures(opts ...PodFeaturesOption) *PodFeatures {
+	p := &PodFeatures{}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
 
 // Admit implements nodekit.Admitter.
-func (*PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.Decision {
+func (p *PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 	if req.Pod == nil {
 		return noPod()
 	}
@@ -52,6 +76,9 @@ func (*PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.D
 	if claims := resourceClaimsOf(pod); len(claims) > 0 {
 		return featureUnsupported(FeatureDynamicResourceAllocation,
 			fmt.Sprintf("resource claims %s: this node does not prepare dynamic resources", strings.Join(claims, ", ")))
+	}
+	if !p.refuseRestartAll {
+		return nodekit.Admitted
 	}
 	if name, i, ok := restartrules.UsesRestartAll(&pod.Spec); ok {
 		return featureUnsupported(FeatureRestartAllContainersOnContainerExits,

@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/admission/admissiontest"
 )
 
@@ -60,14 +61,9 @@ func TestPodFeatures(t *testing.T) {
 			want: reject("PodFeatureUnsupported", prefix+`DynamicResourceAllocation (resource claims "p-extended-resources-x": this node does not prepare dynamic resources)`),
 		},
 		{
-			name: "restart rule RestartAllContainers refused", node: node,
+			name: "restart rule RestartAllContainers admitted (gate on)", node: node,
 			pod:  pod("p", "cpu=1", withRestartRule(0, false, v1.ContainerRestartPolicyNever, restart, restartAll)),
-			want: reject("PodFeatureUnsupported", prefix+`RestartAllContainersOnContainerExits (container "app" restartPolicyRules[1] has action RestartAllContainers: this node does not restart all containers in place)`),
-		},
-		{
-			name: "restart rule RestartAllContainers on an init container", node: node,
-			pod:  pod("p", "cpu=1", withInit(container("setup", "")), withRestartRule(0, true, v1.ContainerRestartPolicyNever, restartAll)),
-			want: reject("PodFeatureUnsupported", prefix+`RestartAllContainersOnContainerExits (container "setup" restartPolicyRules[0] has action RestartAllContainers: this node does not restart all containers in place)`),
+			want: nodekit.Admitted,
 		},
 		{
 			name: "restart rule Restart admitted", node: node,
@@ -82,4 +78,35 @@ func TestPodFeatures(t *testing.T) {
 			want: nodekit.Admitted,
 		},
 	})
+}
+
+// TestPodFeaturesWithoutRestartAll: with the RestartAllContainersOnContainerExits
+// gate off, a pod with a RestartAllContainers rule is refused, naming the
+// container and the rule; a Restart rule is still admitted.
+func TestPodFeaturesWithoutRestartAll(t *testing.T) {
+	const prefix = "Pod requires node features that are not available: "
+	restartAll := onExit(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	restart := onExit(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	pf := admission.NewPodFeatures(admission.WithoutRestartAllContainers())
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want nodekit.Decision
+	}{
+		{
+			name: "regular container", pod: pod("p", "cpu=1", withRestartRule(0, false, v1.ContainerRestartPolicyNever, restart, restartAll)),
+			want: reject("PodFeatureUnsupported", prefix+`RestartAllContainersOnContainerExits (container "app" restartPolicyRules[1] has action RestartAllContainers: this node does not restart all containers in place)`),
+		},
+		{
+			name: "init container", pod: pod("p", "cpu=1", withInit(container("setup", "")), withRestartRule(0, true, v1.ContainerRestartPolicyNever, restartAll)),
+			want: reject("PodFeatureUnsupported", prefix+`RestartAllContainersOnContainerExits (container "setup" restartPolicyRules[0] has action RestartAllContainers: this node does not restart all containers in place)`),
+		},
+		{name: "Restart rule admitted", pod: pod("p", "cpu=1", withRestartRule(0, false, v1.ContainerRestartPolicyNever, restart)), want: nodekit.Admitted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pf.Admit(t.Context(), nodekit.AdmitRequest{Pod: tc.pod}); got != tc.want {
+				t.Errorf("decision\n got: %+v\nwant: %+v", got, tc.want)
+			}
+		})
+	}
 }

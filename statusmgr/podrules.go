@@ -62,9 +62,14 @@ func mayRestart(c v1.Container, spec *v1.PodSpec, code int32) bool {
 
 // checkContainerTransitions refuses a status in which a container that had
 // terminated for good (its restart policy does not allow it to run again) is
-// running or waiting again.
+// running or waiting again. A pod that may restart all its containers (a
+// container has a RestartAllContainers rule) is not checked, as upstream:
+// any of its containers may leave the terminated state.
 func checkContainerTransitions(old, next *v1.PodStatus, spec *v1.PodSpec) error {
 	if spec.RestartPolicy == v1.RestartPolicyAlways {
+		return nil
+	}
+	if _, _, ok := restartrules.UsesRestartAll(spec); ok {
 		return nil
 	}
 	check := func(kind string, olds, nexts []v1.ContainerStatus, specs []v1.Container, skipSidecars bool) error {

@@ -33,6 +33,9 @@ type statusInput struct {
 	// conditions, ...), passed to the generator as podstatus.Input.Extra.
 	extra []v1.PodCondition
 	now   time.Time
+	// restartingAll: the pod's containers are being restarted all together
+	// (podstatus.RestartingAll); apiStatus sets it.
+	restartingAll bool
 }
 
 // apiStatus computes the pod's API status from the runtime's view, as
@@ -72,6 +75,7 @@ func apiStatus(in statusInput) v1.PodStatus {
 		s.PodIP = ips[0]
 	}
 
+	in.restartingAll = podstatus.RestartingAll(pod, in.runtime, &in.old)
 	s.InitContainerStatuses = containerStatuses(in, pod.Spec.InitContainers, in.old.InitContainerStatuses, true)
 	s.ContainerStatuses = containerStatuses(in, pod.Spec.Containers, in.old.ContainerStatuses, false)
 	if n := len(pod.Spec.EphemeralContainers); n > 0 {
@@ -93,6 +97,7 @@ func apiStatus(in statusInput) v1.PodStatus {
 		Pod: pod, Old: &in.old,
 		InitContainers: s.InitContainerStatuses, Containers: s.ContainerStatuses,
 		Sandboxes:   sandboxes,
+		Runtime:     in.runtime,
 		Terminal:    in.terminal,
 		Initialized: in.runtime != nil && anyRegularStarted(pod, in.runtime),
 		Extra:       in.extra,
@@ -146,9 +151,16 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 		switch {
 		case newest != nil:
 			fillFromRuntime(&st, c, newest, in.probes)
+			if hadOld {
+				carryAcrossRemoval(&st, &prev, newest)
+			}
 			if before != nil && before.State == nodekit.StateExited {
 				st.LastTerminationState = v1.ContainerState{Terminated: terminated(before)}
 			}
+		case hadOld && in.restartingAll && prev.State.Waiting == nil:
+			// Removed to restart all the pod's containers: it waits to
+			// start again and counts one more restart, as upstream.
+			st = removedForRestartAll(prev)
 		case hadOld && (prev.State.Running != nil || prev.State.Terminated != nil) && in.terminal:
 			// The runtime lost a container the API saw: report it ended, as
 			// upstream does, rather than pretend it is being created.
@@ -173,6 +185,48 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 		out = append(out, st)
 	}
 	return out
+}
+
+// carryAcrossRemoval keeps what the runtime forgot when the agent removed
+// a container's earlier instances to restart all the pod's containers
+// (RestartAllContainersOnContainerExits), as upstream: the restart count
+// never goes below the last status's, a new instance of a container last
+// seen terminated counts one more restart, and a new instance keeps the
+// last termination (the old terminated state, or the one recorded when it
+// was removed).
+func carryAcrossRemoval(st, prev *v1.ContainerStatus, rc *nodekit.ContainerStatus) {
+	st.RestartCount = max(st.RestartCount, prev.RestartCount)
+	if rc.State == nodekit.StateRunning && prev.State.Terminated != nil && prev.RestartCount >= int32(rc.RestartCount) {
+		st.RestartCount = prev.RestartCount + 1
+	}
+	switch {
+	case prev.ContainerID != st.ContainerID && prev.State.Terminated != nil:
+		st.LastTerminationState = v1.ContainerState{Terminated: prev.State.Terminated.DeepCopy()}
+	case prev.LastTerminationState.Terminated != nil:
+		st.LastTerminationState = v1.ContainerState{Terminated: prev.LastTerminationState.Terminated.DeepCopy()}
+	}
+}
+
+// removedForRestartAll is the status of a container the agent removed to
+// restart all the pod's containers, built on its last status prev: waiting
+// with reason RestartingAllContainers, a last termination with that reason
+// and exit code 137, and one more restart. It keeps the container and
+// image IDs only of a container last seen terminated, as upstream.
+func removedForRestartAll(prev v1.ContainerStatus) v1.ContainerStatus {
+	st := prev
+	if prev.State.Terminated == nil {
+		st.ContainerID, st.ImageID = "", ""
+	}
+	st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{
+		Reason: podstatus.ReasonRestartingAllContainers, Message: podstatus.MessageRestartingAllContainers}}
+	st.LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason: podstatus.ReasonRestartingAllContainers, Message: podstatus.MessageRestartingAllContainers,
+		ExitCode: podstatus.ExitCodeRestartingAllContainers}}
+	st.RestartCount = prev.RestartCount + 1
+	st.Ready = false
+	started := false
+	st.Started = &started
+	return st
 }
 
 func fillFromRuntime(st *v1.ContainerStatus, c *v1.Container, rc *nodekit.ContainerStatus, probes ProbeResults) {

@@ -8,6 +8,12 @@
 // runtime's view: container statuses, IPs and start time here, phase and
 // conditions by internal/podstatus, the generator the status manager uses
 // too.
+// A container exiting with a code whose first matching rule has action
+// RestartAllContainers has the worker kill and remove every init and
+// regular container of the pod (keeping the sandbox) and start them again
+// from the first init container, as upstream (restartall.go; the semantics
+// are written down in internal/restartrules). That needs the Runtime's
+// optional ContainerRemover.
 // With a Resizer (package allocation), a worker syncs each pod at its
 // allocated resources, applies an allocated resize to the running
 // containers before starting any, and restarts the containers whose
@@ -39,5 +45,6 @@
 //
 // Optional capabilities of the parts it is given are named interfaces
 // found by type assertion: PodTerminator and OrphanStatusRemover of a
-// StatusManager, VolumeCleaner of a VolumeManager.
+// StatusManager, VolumeCleaner of a VolumeManager, ContainerRemover of a
+// Runtime.
 package syncloop

@@ -27,6 +27,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // step on the test's goroutine (no sleeps, no goroutines). The commands:
 //
 //	pod name=N [restart=Always|OnFailure|Never] [init=(a,b)] [containers=(c)] [grace=S] [static]
+//	    [sidecars=(b)]              those init containers are sidecars (restartPolicy Always)
+//	    [restartall=(c:42)]         c gets a RestartAllContainers rule for exit code 42
+//	                                (and restartPolicy Never unless it is a sidecar)
 //	exit pod=N container=C code=K     the runtime's container exits
 //	step                              one round at the current time
 //	advance d=DURATION                time passes, a round each second
@@ -165,6 +168,7 @@ func (s *scenarioNode) addPod(c *scenario.Command) string {
 	for _, n := range containers {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
 	}
+	setRestartRules(s.t, c, &p.Spec)
 	if g, ok := c.Arg("grace"); ok {
 		v, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {
@@ -181,6 +185,40 @@ func (s *scenarioNode) addPod(c *scenario.Command) string {
 	return ""
 }
 
+// setRestartRules applies the sidecars= and restartall= arguments.
+func setRestartRules(t *testing.T, c *scenario.Command, spec *v1.PodSpec) {
+	find := func(name string) *v1.Container {
+		for _, list := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+			for i := range list {
+				if list[i].Name == name {
+					return &list[i]
+				}
+			}
+		}
+		t.Fatalf("%s: no container %q", c.Pos, name)
+		return nil
+	}
+	always, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever
+	for _, n := range c.Vals("sidecars") {
+		find(n).RestartPolicy = &always
+	}
+	for _, v := range c.Vals("restartall") {
+		name, code, ok := strings.Cut(v, ":")
+		k, err := strconv.ParseInt(code, 10, 32)
+		if !ok || err != nil {
+			t.Fatalf("%s: restartall=%q: want NAME:CODE", c.Pos, v)
+		}
+		ct := find(name)
+		if ct.RestartPolicy == nil {
+			ct.RestartPolicy = &never
+		}
+		ct.RestartPolicyRules = append(ct.RestartPolicyRules, v1.ContainerRestartRule{
+			Action:    v1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{int32(k)}},
+		})
+	}
+}
+
 // status prints the pod's phase and each container's state, one line each.
 func (s *scenarioNode) status(uid types.UID) string {
 	st, ok := s.n.Status(uid)
@@ -193,8 +231,14 @@ func (s *scenarioNode) status(uid types.UID) string {
 		fmt.Fprintf(&b, " reason=%s", st.Reason)
 	}
 	for _, cond := range st.Conditions {
-		if cond.Type == v1.PodReady || cond.Type == v1.PodInitialized {
+		switch cond.Type {
+		case v1.PodReady, v1.PodInitialized:
 			fmt.Fprintf(&b, " %s=%s", cond.Type, cond.Status)
+		case v1.AllContainersRestarting:
+			fmt.Fprintf(&b, " %s=%s", cond.Type, cond.Status)
+			if cond.Reason != "" {
+				fmt.Fprintf(&b, "(%s)", cond.Reason)
+			}
 		}
 	}
 	for _, cs := range st.InitContainerStatuses {

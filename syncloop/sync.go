@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podstatus"
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
@@ -155,6 +156,15 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 			s.events.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
 			return false, fmt.Errorf("volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
+	}
+	if podstatus.IsRestartingAll(&st) {
+		// A container exited with a RestartAllContainers rule: remove them
+		// all, then sync again at once to start them (restartall.go).
+		removed, err := s.restartAll(ctx, pod, rs)
+		if err != nil || !removed {
+			return false, err
+		}
+		return false, &errRetryAfter{after: 0, err: errors.New("restarting all containers")}
 	}
 	secrets := s.pullSecrets(ctx, pod)
 

@@ -87,6 +87,9 @@ func implementedGates() map[string]string {
 		"RotateKubeletServerCertificate":         "off: serverTLSBootstrap must be false",
 		"KubeletCrashLoopBackOffMax":             "off: the back-off caps at 300s, as with the gate on and the default",
 		"WindowsGracefulNodeShutdown":            "off: Windows only (needed off to turn GracefulNodeShutdown off)",
+		// Off, no container restarts all the others; pods asking for it
+		// are refused rather than run with the rule ignored.
+		"RestartAllContainersOnContainerExits": "off: pods with a RestartAllContainers rule fail admission (PodFeatureUnsupported) and the feature is not declared",
 		// Off (the default), the generic PLEG relists alone every second.
 		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}

@@ -12,8 +12,6 @@ import (
 // it does not declare them: the scheduler then keeps pods needing them off
 // this node, and the API server refuses resizes needing them, instead of
 // the node accepting what it would refuse or ignore.
-//   - RestartAllContainersOnContainerExits: admission.PodFeatures refuses
-//     the RestartAllContainers restart action.
 //   - InPlacePodLevelResourcesVerticalScaling: allocation marks a resize
 //     of spec.resources Infeasible.
 //   - InPlacePodVerticalScalingMemoryBackedVolumes: a memory emptyDir's
@@ -25,7 +23,6 @@ import (
 // features.
 func notImplementedFeatures() []string {
 	return []string{
-		"RestartAllContainersOnContainerExits",
 		"InPlacePodLevelResourcesVerticalScaling",
 		"InPlacePodVerticalScalingMemoryBackedVolumes",
 		"DRANodeAllocatableResources",

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/kubeletconfig"
 )
 
@@ -20,10 +21,11 @@ func TestDeclaredFeaturesFollowGates(t *testing.T) {
 		gates map[string]bool
 		want  []string
 	}{
-		{"default", nil, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}},
-		{"websockets off", map[string]bool{"ExtendWebSocketsToKubelet": false}, []string{"InPlacePodVerticalScalingInitContainers"}},
+		{"default", nil, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+		{"websockets off", map[string]bool{"ExtendWebSocketsToKubelet": false}, []string{"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+		{"restart all off", map[string]bool{"RestartAllContainersOnContainerExits": false}, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}},
 		{"not implemented though on", map[string]bool{"InPlacePodVerticalScalingMemoryBackedVolumes": true, "DRAOptionalNodeOperations": true},
-			[]string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}},
+			[]string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gates, err := kubeletconfig.NewGates(t.Context(), tc.gates)
@@ -43,6 +45,44 @@ func TestDeclaredFeaturesFollowGates(t *testing.T) {
 			want := nodekit.Decision{Reason: "PodFeatureUnsupported", Message: "Pod requires node features that are not available: UserNamespacesHostNetworkSupport"}
 			if got := ad.Admit(context.Background(), nodekit.AdmitRequest{Pod: p}); got != want {
 				t.Errorf("hostNetwork pod in a user namespace: %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestRestartAllGate: with RestartAllContainersOnContainerExits on (the
+// default) the built-in admitters take a pod with a RestartAllContainers
+// rule; with it off in the configuration they refuse it, naming the gate.
+func TestRestartAllGate(t *testing.T) {
+	never := v1.ContainerRestartPolicyNever
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", RestartPolicy: &never,
+		RestartPolicyRules: []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestartAllContainers,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}}}}}
+	for _, tc := range []struct {
+		name  string
+		gates map[string]bool
+		want  nodekit.Decision
+	}{
+		{"default", nil, nodekit.Admitted},
+		{"gate off", map[string]bool{"RestartAllContainersOnContainerExits": false}, nodekit.Decision{Reason: "PodFeatureUnsupported",
+			Message: `Pod requires node features that are not available: RestartAllContainersOnContainerExits (container "c" restartPolicyRules[0] has action RestartAllContainers: this node does not restart all containers in place)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gates, err := kubeletconfig.NewGates(t.Context(), tc.gates)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pf nodekit.Admitter
+			for _, ad := range builtins(nil, nil, gates) {
+				if _, ok := ad.(*admission.PodFeatures); ok {
+					pf = ad
+				}
+			}
+			if pf == nil {
+				t.Fatal("no PodFeatures admitter among the built-ins")
+			}
+			if got := pf.Admit(t.Context(), nodekit.AdmitRequest{Pod: p}); got != tc.want {
+				t.Errorf("decision %+v, want %+v", got, tc.want)
 			}
 		})
 	}

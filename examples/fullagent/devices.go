@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
@@ -77,8 +78,15 @@ func deviceStatus(m *devicemgr.Manager) statusmgr.StatusSetter {
 // each pod, the node's allocatable with the devices the pod already holds
 // counted in (upstream's UpdatePluginResources): after a restart a pod
 // keeps its devices even before their plugin has registered again.
-func builtins(node admission.NodeGetter, devices *devicemgr.Manager) []nodekit.Admitter {
-	out := admission.Builtins(node)
+func builtins(node admission.NodeGetter, devices *devicemgr.Manager, gates featuregate.FeatureGate) []nodekit.Admitter {
+	var opts []admission.PodFeaturesOption
+	if !gates.Enabled(admission.FeatureRestartAllContainersOnContainerExits) {
+		// As kubelet with the gate off, the node does not restart all
+		// containers in place; it refuses such pods rather than treat
+		// the rule as absent.
+		opts = append(opts, admission.WithoutRestartAllContainers())
+	}
+	out := admission.Builtins(node, opts...)
 	for i, ad := range out {
 		if _, ok := ad.(*admission.ResourceFit); !ok {
 			continue

@@ -377,7 +377,7 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 		Resources: a.resources.topology,
 		Devices:   a.devices,
 		// ResourceFit sees the allocatable the device manager sanitizes.
-		Builtins:         builtins(node, a.devices),
+		Builtins:         builtins(node, a.devices, a.gates),
 		AppArmor:         admission.NewAppArmor(admission.AppArmorHostEnabled()),
 		DeclaredFeatures: a.declaredAdmit,
 		Shutdown:         a.shutdown,

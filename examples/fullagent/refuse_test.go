@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +13,9 @@ import (
 // TestUnsupportedPodFeatures: what nodekit does not build is refused or
 // reported, never ignored. A pod with an nfs volume (no plugin) waits in
 // ContainerCreating with upstream's FailedMount event, retried with
-// back-off (a handful of events in 10 s, not a loop); pods with DRA claims
-// or a RestartAllContainers rule fail admission with PodFeatureUnsupported.
+// back-off (a handful of events in 10 s, not a loop); a pod with DRA claims
+// fails admission with PodFeatureUnsupported. (RestartAllContainers rules
+// are acted on: restartall_test.go.)
 func TestUnsupportedPodFeatures(t *testing.T) {
 	e := startEnv(t)
 	ctx := t.Context()
@@ -32,15 +32,7 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 	claims.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
 	e.createPod(t, claims)
 
-	restartAll := simplePod("restart-all", v1.RestartPolicyNever, "exit 42")
 	never := v1.ContainerRestartPolicyNever
-	restartAll.Spec.Containers[0].RestartPolicy = &never
-	restartAll.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{
-		Action:    v1.ContainerRestartRuleActionRestartAllContainers,
-		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}},
-	}}
-	e.createPod(t, restartAll)
-
 	// A Restart rule is acted on: exit 42 restarts a container whose own
 	// policy is Never, in a Never pod; it runs on the second try.
 	rule := simplePod("restart-rule", v1.RestartPolicyNever, "if [ -f /data/once ]; then exec sleep 3600; fi; touch /data/once; exit 42")
@@ -58,12 +50,6 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 		want := `Pod was rejected: Pod requires node features that are not available: DynamicResourceAllocation (resource claims "gpu": this node does not prepare dynamic resources)`
 		if p.Status.Reason != "PodFeatureUnsupported" || p.Status.Message != want {
 			t.Errorf("reason %q message %q, want PodFeatureUnsupported %q", p.Status.Reason, p.Status.Message, want)
-		}
-	})
-	t.Run("RestartAllContainers pod refused", func(t *testing.T) {
-		p := e.waitPod(t, "restart-all", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
-		if p.Status.Reason != "PodFeatureUnsupported" || !strings.Contains(p.Status.Message, "RestartAllContainersOnContainerExits") {
-			t.Errorf("reason %q message %q", p.Status.Reason, p.Status.Message)
 		}
 	})
 	t.Run("Restart rule restarts a Never container on its exit code", func(t *testing.T) {

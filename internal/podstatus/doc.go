@@ -3,10 +3,12 @@
 // container restart rules, init containers and sidecars, terminal phases),
 // the conditions the node agent owns (PodReadyToStartContainers,
 // Initialized, ContainersReady, Ready with its readiness gates,
-// PodScheduled), which condition types the agent owns, when conditions
+// PodScheduled, AllContainersRestarting for a pod with a RestartAllContainers
+// rule), which condition types the agent owns, when conditions
 // change their lastTransitionTime, and the reasons and messages written
 // into a status. It follows kubelet v1.37 (status/generate.go and getPhase
 // in kubelet_pods.go) with the gates nodekit runs on: ContainerRestartRules,
+// RestartAllContainersOnContainerExits (see internal/restartrules),
 // PodReadyToStartContainersCondition and PodObservedGenerationTracking on,
 // so every generated condition carries the pod's generation.
 //

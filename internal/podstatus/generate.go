@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
 // Input is what Generate decides a pod's phase and conditions from. Only
@@ -24,6 +25,9 @@ type Input struct {
 	InitContainers, Containers []v1.ContainerStatus
 	// Sandboxes are the runtime's sandboxes of the pod, newest first.
 	Sandboxes []*nodekit.SandboxStatus
+	// Runtime is the runtime's status of the pod (its containers, newest
+	// first), which AllContainersRestarting reads; nil is none.
+	Runtime *nodekit.PodStatus
 	// Terminal: the pod will not run again.
 	Terminal bool
 	// Initialized: a regular container of the pod's current sandbox has
@@ -46,8 +50,9 @@ type Result struct {
 	Message string
 	// Conditions: the API status's conditions the agent does not own
 	// (readiness gates, ...), Extra, Old's DisruptionTarget, then
-	// PodReadyToStartContainers, Initialized, Ready, ContainersReady and
-	// PodScheduled.
+	// PodReadyToStartContainers, Initialized, Ready, ContainersReady,
+	// PodScheduled and, for a pod with a RestartAllContainers rule,
+	// AllContainersRestarting.
 	Conditions []v1.PodCondition
 }
 
@@ -85,6 +90,9 @@ func Generate(in Input) Result {
 	// A readiness gate may name any condition before it, as upstream.
 	conds = append(conds, Ready(pod, conds, all, r.Phase))
 	conds = append(conds, ContainersReady(pod, all, r.Phase), condition(pod, v1.PodScheduled, true, "", ""))
+	if _, _, ok := restartrules.UsesRestartAll(&pod.Spec); ok {
+		conds = append(conds, AllContainersRestarting(pod, in.Runtime, in.Old, r.Phase))
+	}
 	st := v1.PodStatus{Conditions: conds}
 	CarryTransitionTimes(in.Old, &st, in.Now)
 	r.Conditions = st.Conditions

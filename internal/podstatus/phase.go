@@ -20,17 +20,24 @@ func statusOf(statuses []v1.ContainerStatus, name string) *v1.ContainerStatus {
 	return nil
 }
 
-// lastExit is the exit code a container's status says it last ended with:
-// its current state if terminated, else its last termination while it
-// waits to run again. ok is false when it has not ended.
-func lastExit(st *v1.ContainerStatus) (code int32, ok bool) {
+// lastExit is how a container's status says it last ended: its current
+// state if terminated, else its last termination while it waits to run
+// again. nil when it has not ended.
+func lastExit(st *v1.ContainerStatus) *v1.ContainerStateTerminated {
 	switch {
 	case st.State.Terminated != nil:
-		return st.State.Terminated.ExitCode, true
+		return st.State.Terminated
 	case st.State.Waiting != nil && st.LastTerminationState.Terminated != nil:
-		return st.LastTerminationState.Terminated.ExitCode, true
+		return st.LastTerminationState.Terminated
 	}
-	return 0, false
+	return nil
+}
+
+// restartsAfter is whether a container that ended as t runs again: by its
+// rules and policies, or because the agent removed it to restart all the
+// pod's containers (reason RestartingAllContainers), as upstream.
+func restartsAfter(c *v1.Container, spec *v1.PodSpec, t *v1.ContainerStateTerminated) bool {
+	return t.Reason == ReasonRestartingAllContainers || restartrules.Restarts(c, spec.RestartPolicy, t.ExitCode)
 }
 
 // phaseCounts tallies a pod's containers by what their statuses show.
@@ -50,11 +57,11 @@ func (n *phaseCounts) initContainer(c *v1.Container, spec *v1.PodSpec, st *v1.Co
 		n.pendingInit++
 		return
 	}
-	code, ended := lastExit(st)
+	t := lastExit(st)
 	switch {
-	case !ended:
+	case t == nil:
 		n.pendingInit++
-	case code != 0 && !restartrules.Restarts(c, spec.RestartPolicy, code):
+	case t.ExitCode != 0 && !restartsAfter(c, spec, t):
 		n.failedInitFinal++
 	}
 }
@@ -90,14 +97,14 @@ func (n *phaseCounts) container(c *v1.Container, spec *v1.PodSpec, st *v1.Contai
 		n.running++
 		return
 	}
-	code, ended := lastExit(st)
+	t := lastExit(st)
 	switch {
-	case ended:
+	case t != nil:
 		n.stopped++
-		if !restartrules.Restarts(c, spec.RestartPolicy, code) {
+		if !restartsAfter(c, spec, t) {
 			n.stoppedFinal++
 		}
-		if st.State.Terminated != nil && code == 0 {
+		if st.State.Terminated != nil && t.ExitCode == 0 {
 			n.succeeded++
 		}
 	case st.State.Waiting != nil:

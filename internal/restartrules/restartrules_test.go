@@ -50,3 +50,32 @@ func TestUsesRestartAll(t *testing.T) {
 		t.Errorf("UsesRestartAll found one in a pod without")
 	}
 }
+
+func TestTriggersRestartAll(t *testing.T) {
+	never, always := v1.ContainerRestartPolicyNever, v1.ContainerRestartPolicyAlways
+	rule := func(a v1.ContainerRestartRuleAction, op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+		return v1.ContainerRestartRule{Action: a, ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+	}
+	all, restart := v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleActionRestart
+	in, notIn := v1.ContainerRestartRuleOnExitCodesOpIn, v1.ContainerRestartRuleOnExitCodesOpNotIn
+	for _, tc := range []struct {
+		name   string
+		policy *v1.ContainerRestartPolicy
+		rules  []v1.ContainerRestartRule
+		code   int32
+		want   bool
+	}{
+		{"In matches", &never, []v1.ContainerRestartRule{rule(all, in, 42)}, 42, true},
+		{"In misses", &never, []v1.ContainerRestartRule{rule(all, in, 42)}, 1, false},
+		{"NotIn on a sidecar", &always, []v1.ContainerRestartRule{rule(all, notIn, 0)}, 3, true},
+		{"an earlier Restart match wins", &never, []v1.ContainerRestartRule{rule(restart, in, 42), rule(all, in, 42)}, 42, false},
+		{"no container policy: rules not read", nil, []v1.ContainerRestartRule{rule(all, in, 42)}, 42, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := v1.Container{Name: "c", RestartPolicy: tc.policy, RestartPolicyRules: tc.rules}
+			if got := restartrules.TriggersRestartAll(&c, tc.code); got != tc.want {
+				t.Errorf("TriggersRestartAll = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -51,15 +51,19 @@ func Cases() []Case {
 		{Name: "rule NotIn misses", PodPolicy: v1.RestartPolicyNever, Policy: policy(never), Rules: []v1.ContainerRestartRule{rule(restart, notIn, 0)}, ExitCode: 0, Restarts: false},
 		{Name: "second rule matches", PodPolicy: v1.RestartPolicyNever, Policy: policy(never), Rules: []v1.ContainerRestartRule{rule(restart, in, 1), rule(restart, in, 7)}, ExitCode: 7, Restarts: true},
 		{
-			// The first match decides: RestartAllContainers is not built,
-			// so the container's Never applies and the later Restart rule
-			// is not consulted.
-			Name: "first match RestartAllContainers shadows a later Restart", PodPolicy: v1.RestartPolicyNever, Policy: policy(never),
-			Rules: []v1.ContainerRestartRule{rule(restartAll, in, 42), rule(restart, in, 42)}, ExitCode: 42, Restarts: false,
+			// The first match decides: RestartAllContainers restarts the
+			// container (with all the others) despite its Never.
+			Name: "first match RestartAllContainers restarts despite container Never", PodPolicy: v1.RestartPolicyNever, Policy: policy(never),
+			Rules: []v1.ContainerRestartRule{rule(restartAll, in, 42), rule(restart, notIn, 42)}, ExitCode: 42, Restarts: true,
 		},
 		{
-			Name: "RestartAllContainers falls back to container OnFailure", PodPolicy: v1.RestartPolicyNever, Policy: policy(onFailure),
-			Rules: []v1.ContainerRestartRule{rule(restartAll, in, 1)}, ExitCode: 1, Restarts: true,
+			// A first match with Restart shadows a later RestartAllContainers.
+			Name: "first match Restart shadows a later RestartAllContainers", PodPolicy: v1.RestartPolicyNever, Policy: policy(never),
+			Rules: []v1.ContainerRestartRule{rule(restart, in, 1), rule(restartAll, in, 1)}, ExitCode: 1, Restarts: true,
+		},
+		{
+			Name: "RestartAllContainers rule misses: container Never decides", PodPolicy: v1.RestartPolicyAlways, Policy: policy(never),
+			Rules: []v1.ContainerRestartRule{rule(restartAll, in, 42)}, ExitCode: 1, Restarts: false,
 		},
 		{
 			Name: "rule without exit codes never matches", PodPolicy: v1.RestartPolicyNever, Policy: policy(never),
