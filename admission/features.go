@@ -36,20 +36,40 @@ const (
 //
 // Pod-level resources (spec.resources) are acted on (cgroups, QoS,
 // admission) and not refused here. PodFeatures reads only the pod.
-type PodFeatures struct{}
+//
+// DynamicResources true (NewPodFeatures(WithDynamicResources())) admits
+// pods with claims: the agent prepares them (package dra).
+type PodFeatures struct {
+	DynamicResources bool
+}
 
 var _ nodekit.Admitter = (*PodFeatures)(nil)
 
+// PodFeaturesOption configures a PodFeatures.
+type PodFeaturesOption func(*PodFeatures)
+
+// WithDynamicResources says the agent prepares DRA claims, so pods using
+// them are admitted.
+func WithDynamicResources() PodFeaturesOption {
+	return func(p *PodFeatures) { p.DynamicResources = true }
+}
+
 // NewPodFeatures returns the PodFeatures admitter.
-func NewPodFeatures() *PodFeatures { return &PodFeatures{} }
+func NewPodFeatures(opts ...PodFeaturesOption) *PodFeatures {
+	p := &PodFeatures{}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
 
 // Admit implements nodekit.Admitter.
-func (*PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.Decision {
+func (p *PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit.Decision {
 	if req.Pod == nil {
 		return noPod()
 	}
 	pod := req.Pod
-	if claims := resourceClaimsOf(pod); len(claims) > 0 {
+	if claims := resourceClaimsOf(pod); len(claims) > 0 && !p.DynamicResources {
 		return featureUnsupported(FeatureDynamicResourceAllocation,
 			fmt.Sprintf("resource claims %s: this node does not prepare dynamic resources", strings.Join(claims, ", ")))
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
+	"github.com/nodekit/nodekit/dra"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/pluginwatcher"
@@ -87,6 +88,7 @@ type agent struct {
 	devices     *devicemgr.Manager     // device plugins (devices.go)
 	plugins     *pluginwatcher.Watcher // CSI and DRA plugin registration (plugins.go)
 	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
+	dra         *dra.Manager           // DRA claims (dra.go); nil when standalone
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
@@ -400,6 +402,9 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 		return err
 	}
 	start("plugin watcher", a.plugins.Run)
+	if a.dra != nil {
+		start("dynamic resources", a.dra.Run)
+	}
 	if a.watching != nil {
 		start("volume object watches", a.watching.Run)
 	}
