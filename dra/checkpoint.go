@@ -7,11 +7,12 @@ import (
 	"hash/crc32"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // CheckpointFile is the name of the claim checkpoint under the root
@@ -91,8 +92,8 @@ func readCheckpoint(path string) ([]claimState, error) {
 	return data.ClaimInfoStateList, nil
 }
 
-// writeCheckpoint replaces the checkpoint at path with claims, through a
-// temporary file renamed over it so a crash leaves the old or the new one.
+// writeCheckpoint replaces the checkpoint at path with claims, atomically
+// (a crash leaves the old or the new one).
 func writeCheckpoint(path string, claims []claimState) error {
 	if claims == nil {
 		claims = []claimState{}
@@ -108,23 +109,7 @@ func writeCheckpoint(path string, claims []claimState) error {
 	if err != nil {
 		return fmt.Errorf("encode DRA checkpoint: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err != nil {
-		return fmt.Errorf("write DRA checkpoint: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(blob); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write DRA checkpoint: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write DRA checkpoint: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write DRA checkpoint: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := fsutil.WriteFileAtomic(path, blob, 0o600); err != nil {
 		return fmt.Errorf("write DRA checkpoint: %w", err)
 	}
 	return nil
