@@ -274,7 +274,12 @@ func TestDeregisteredDriverSlicesWipedAfterDelay(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- m.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 	if got := <-wiped; got != "" {
 		t.Fatalf("start-up wipe of %q, want every driver", got)
 	}

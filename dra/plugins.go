@@ -63,7 +63,7 @@ func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string, ver
 	if err != nil {
 		return fmt.Errorf("connect to DRA driver %s at endpoint %s: %w", name, endpoint, err)
 	}
-	var client drapb.DRAPluginClient = drapb.NewDRAPluginClient(conn)
+	client := drapb.NewDRAPluginClient(conn)
 	if service == drapbv1beta1.DRAPluginService {
 		client = drapbv1beta1.V1Beta1ClientWrapper{DRAPluginClient: drapbv1beta1.NewDRAPluginClient(conn)}
 	}
