@@ -276,9 +276,13 @@ type ContainerOptionsFunc func(ctx context.Context, pod *v1.Pod, c *v1.Container
 
 // ContainerOptions are the node-side settings of one container.
 type ContainerOptions struct {
-	Envs        []EnvVar
-	Mounts      []Mount
-	Devices     []Device
+	Envs    []EnvVar
+	Mounts  []Mount
+	Devices []Device
+	// CDIDevices are fully qualified CDI device names (vendor/class=name),
+	// as DRA drivers and device plugins return them; the runtime passes
+	// them to the container runtime, which applies their CDI specs.
+	CDIDevices  []string
 	Annotations map[string]string
 	// PodContainerDir is where the runtime may keep per-container files such
 	// as the termination-message file; "" disables them.

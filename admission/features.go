@@ -28,7 +28,8 @@ const (
 //
 //   - dynamic resource allocation: spec.resourceClaims, a container's
 //     resources.claims, or status.extendedResourceClaimStatus (a DRA-backed
-//     extended resource). The pod would run without its devices; the
+//     extended resource), unless built WithDynamicResources (the agent
+//     prepares claims). The pod would run without its devices; the
 //     message names the claims.
 //   - restartPolicyRules with action RestartAllContainers, only when built
 //     WithoutRestartAllContainers (the RestartAllContainersOnContainerExits
@@ -39,8 +40,12 @@ const (
 //
 // Pod-level resources (spec.resources) are acted on (cgroups, QoS,
 // admission) and not refused here. PodFeatures reads only the pod.
+//
+// NewPodFeatures(WithDynamicResources()) admits pods with claims: the
+// agent prepares them (package dra).
 type PodFeatures struct {
 	refuseRestartAll bool
+	dynamicResources bool
 }
 
 var _ nodekit.Admitter = (*PodFeatures)(nil)
@@ -56,9 +61,15 @@ func WithoutRestartAllContainers() PodFeaturesOption {
 	return func(p *PodFeatures) { p.refuseRestartAll = true }
 }
 
+// WithDynamicResources says the agent prepares DRA claims, so pods using
+// them are admitted.
+func WithDynamicResources() PodFeaturesOption {
+	return func(p *PodFeatures) { p.dynamicResources = true }
+}
+
 // NewPodFeatures returns the PodFeatures admitter; without options it
 // admits RestartAllContainers rules, as kubelet v1.37 with its default
-// gates.
+// gates, and refuses pods with DRA claims.
 func NewPodFeatures(opts ...PodFeaturesOption) *PodFeatures {
 	p := &PodFeatures{}
 	for _, o := range opts {
@@ -73,7 +84,7 @@ func (p *PodFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) nodekit
 		return noPod()
 	}
 	pod := req.Pod
-	if claims := resourceClaimsOf(pod); len(claims) > 0 {
+	if claims := resourceClaimsOf(pod); len(claims) > 0 && !p.dynamicResources {
 		return featureUnsupported(FeatureDynamicResourceAllocation,
 			fmt.Sprintf("resource claims %s: this node does not prepare dynamic resources", strings.Join(claims, ", ")))
 	}

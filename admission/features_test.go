@@ -110,3 +110,20 @@ func TestPodFeaturesWithoutRestartAll(t *testing.T) {
 		})
 	}
 }
+
+// TestPodFeaturesWithDynamicResources: an agent that prepares claims
+// admits pods using them, and still refuses what it lacks.
+func TestPodFeaturesWithDynamicResources(t *testing.T) {
+	pf := admission.NewPodFeatures(admission.WithDynamicResources())
+	if d := pf.Admit(t.Context(), nodekit.AdmitRequest{Pod: pod("p", "cpu=1", withClaims("gpu"))}); !d.Admit {
+		t.Fatalf("pod with claims refused: %+v", d)
+	}
+	restartAll := onExit(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)
+	p := pod("p", "cpu=1", withClaims("gpu"), withRestartRule(0, false, v1.ContainerRestartPolicyNever, restartAll))
+	if d := admission.NewPodFeatures(admission.WithDynamicResources(), admission.WithoutRestartAllContainers()).Admit(t.Context(), nodekit.AdmitRequest{Pod: p}); d.Admit || d.Reason != "PodFeatureUnsupported" {
+		t.Fatalf("RestartAllContainers with claims, the gate off: %+v", d)
+	}
+	if d := admission.NewPodFeatures().Admit(t.Context(), nodekit.AdmitRequest{Pod: pod("p", "cpu=1", withClaims("gpu"))}); d.Admit {
+		t.Fatal("pod with claims admitted without WithDynamicResources")
+	}
+}

@@ -181,6 +181,12 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 	for _, d := range opts.Devices {
 		cfg.Devices = append(cfg.Devices, &runtimeapi.Device{ContainerPath: d.PathInContainer, HostPath: d.PathOnHost, Permissions: d.Permissions})
 	}
+	// CDI devices (DRA claims, device plugins returning CDI names) go in
+	// the config's CDI_devices, as upstream; the container runtime applies
+	// their specs (containerd: enable_cdi, cdi_spec_dirs).
+	for _, name := range opts.CDIDevices {
+		cfg.CDIDevices = append(cfg.CDIDevices, &runtimeapi.CDIDevice{Name: name})
+	}
 	if opts.PodContainerDir != "" && c.TerminationMessagePath != "" {
 		hostPath, err := terminationLogFile(filepath.Join(opts.PodContainerDir, c.Name))
 		if err != nil {

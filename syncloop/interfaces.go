@@ -60,6 +60,17 @@ type VolumeManager interface {
 	WaitForUnmount(ctx context.Context, pod *v1.Pod) error
 }
 
+// DynamicResources prepares the pod's DRA ResourceClaims before its
+// containers start and releases them once they have stopped (package dra
+// implements it). Both are idempotent; an error from PrepareResources is
+// a sync error the worker retries (event FailedPrepareDynamicResources).
+// Nil means claims are not prepared: an agent must then refuse pods with
+// claims in admission (admission.PodFeatures does).
+type DynamicResources interface {
+	PrepareResources(ctx context.Context, pod *v1.Pod) error
+	UnprepareResources(ctx context.Context, pod *v1.Pod) error
+}
+
 // VolumeCleaner is an optional capability of a VolumeManager
 // (volumemgr.Manager has it): housekeeping asks it to tear down the
 // volumes of every pod not in keep (pods found on disk after a restart,

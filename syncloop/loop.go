@@ -56,10 +56,12 @@ type Config struct {
 	// Admitters run in order on every new pod; the first rejection wins.
 	Admitters []nodekit.Admitter
 
-	Mirror   MirrorClient
-	Volumes  VolumeManager
-	Secrets  SecretGetter
-	Recorder EventRecorder
+	Mirror  MirrorClient
+	Volumes VolumeManager
+	// DynamicResources prepares pods' DRA claims; nil prepares none.
+	DynamicResources DynamicResources
+	Secrets          SecretGetter
+	Recorder         EventRecorder
 	// Options resolves per-container settings (env, mounts).
 	Options nodekit.ContainerOptionsFunc
 	// Sandbox resolves per-pod sandbox settings (DNS, hostname, cgroup).
@@ -160,7 +162,7 @@ func New(cfg Config) (*Loop, error) {
 		rec = discardEvents{}
 	}
 	s := &syncer{
-		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes,
+		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes, dra: cfg.DynamicResources,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
 		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),

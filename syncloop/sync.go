@@ -35,6 +35,7 @@ type syncer struct {
 	status   StatusManager
 	mirror   MirrorClient
 	volumes  VolumeManager
+	dra      DynamicResources
 	secrets  SecretGetter
 	events   EventRecorder
 	probes   ProbeResults
@@ -155,6 +156,13 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		if err := s.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
 			s.events.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
 			return false, fmt.Errorf("volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	if s.dra != nil && usesClaims(pod) {
+		// Before the sandbox, as upstream; prepared claims cost nothing.
+		if err := s.dra.PrepareResources(ctx, pod); err != nil {
+			s.events.Eventf(pod, v1.EventTypeWarning, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: %v", err)
+			return false, fmt.Errorf("dynamic resources of %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
 	if podstatus.IsRestartingAll(&st) {
@@ -393,10 +401,24 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 			return fmt.Errorf("container %s of pod %s/%s is still running after kill", c.Name, pod.Namespace, pod.Name)
 		}
 	}
+	// Claims are released once every container has stopped and before
+	// the final status, as upstream (the claim's deallocation waits for
+	// the pod to be terminal).
+	if s.dra != nil {
+		if err := s.dra.UnprepareResources(ctx, pod); err != nil {
+			return fmt.Errorf("release dynamic resources of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
 	if specPod != nil {
 		s.setStatus(ctx, pod, s.computeStatus(pod, after, true))
 	}
 	return nil
+}
+
+// usesClaims says the pod references DRA claims (its own or the one
+// backing its extended resources).
+func usesClaims(pod *v1.Pod) bool {
+	return len(pod.Spec.ResourceClaims) > 0 || pod.Status.ExtendedResourceClaimStatus != nil
 }
 
 // SyncTerminatedPod waits for the pod's volumes to be released and then

@@ -31,6 +31,7 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
+	"github.com/nodekit/nodekit/dra"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/pluginwatcher"
@@ -89,6 +90,7 @@ type agent struct {
 	plugins     *pluginwatcher.Watcher // CSI and DRA plugin registration (plugins.go)
 	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
 	podRes      *podresources.Server   // the podresources API (podresources.go)
+	dra         *dra.Manager           // DRA claims (dra.go); nil when standalone or the runtime has no CDI
 	probeRelay  *probeRelay            // probe results to the loop and the status manager
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
@@ -403,6 +405,9 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 	}
 	start("plugin watcher", a.plugins.Run)
 	start("podresources API", a.podRes.Run)
+	if a.dra != nil {
+		start("dynamic resources", a.dra.Run)
+	}
 	if a.watching != nil {
 		start("volume object watches", a.watching.Run)
 	}

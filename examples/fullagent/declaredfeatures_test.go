@@ -73,7 +73,7 @@ func TestRestartAllGate(t *testing.T) {
 				t.Fatal(err)
 			}
 			var pf nodekit.Admitter
-			for _, ad := range builtins(nil, nil, gates) {
+			for _, ad := range builtins(nil, nil, gates, false) {
 				if _, ok := ad.(*admission.PodFeatures); ok {
 					pf = ad
 				}

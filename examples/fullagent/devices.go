@@ -77,9 +77,16 @@ func deviceStatus(m *devicemgr.Manager) statusmgr.StatusSetter {
 // builtins are admission.Builtins, except that resource fit sees, for
 // each pod, the node's allocatable with the devices the pod already holds
 // counted in (upstream's UpdatePluginResources): after a restart a pod
-// keeps its devices even before their plugin has registered again.
-func builtins(node admission.NodeGetter, devices *devicemgr.Manager, gates featuregate.FeatureGate) []nodekit.Admitter {
+// keeps its devices even before their plugin has registered again. Pods
+// with DRA claims are admitted when dynamicResources (the agent prepares
+// them); pods with RestartAllContainers rules are refused with the gate
+// off.
+func builtins(node admission.NodeGetter, devices *devicemgr.Manager, gates featuregate.FeatureGate, dynamicResources bool) []nodekit.Admitter {
 	var opts []admission.PodFeaturesOption
+	if dynamicResources {
+		// The DRA manager prepares claims (dra.go).
+		opts = append(opts, admission.WithDynamicResources())
+	}
 	if !gates.Enabled(admission.FeatureRestartAllContainersOnContainerExits) {
 		// As kubelet with the gate off, the node does not restart all
 		// containers in place; it refuses such pods rather than treat

@@ -319,23 +319,24 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 			}
 			return a.pleg.Healthy()
 		},
-		Admitters:     admitters,
-		Probes:        probeResults{a.probes},
-		ProbeWorkers:  a.probes,
-		ProbeUpdates:  a.probeRelay.Updates(),
-		Hooks:         hooks,
-		Mirror:        mirror,
-		Secrets:       secrets,
-		Volumes:       a.volumes,
-		Recorder:      recorder,
-		Options:       a.cgroups.options(a.resources.options(a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) })))),
-		Sandbox:       a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
-		ContainerHash: criruntime.HashContainer,
-		RootDir:       o.rootDir,
-		NodeIPs:       h.nodeIPs,
-		SyncPeriod:    a.cfg.SyncFrequency.Duration,
-		Metrics:       a.metrics,
-		Resizer:       a.resizer,
+		Admitters:        admitters,
+		Probes:           probeResults{a.probes},
+		ProbeWorkers:     a.probes,
+		ProbeUpdates:     a.probeRelay.Updates(),
+		Hooks:            hooks,
+		Mirror:           mirror,
+		Secrets:          secrets,
+		Volumes:          a.volumes,
+		DynamicResources: draSync(a.dra),
+		Recorder:         recorder,
+		Options:          a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
+		Sandbox:          a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
+		ContainerHash:    criruntime.HashContainer,
+		RootDir:          o.rootDir,
+		NodeIPs:          h.nodeIPs,
+		SyncPeriod:       a.cfg.SyncFrequency.Duration,
+		Metrics:          a.metrics,
+		Resizer:          a.resizer,
 	})
 	return h, err
 }
@@ -361,6 +362,10 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
 		return nil, err
 	}
+	// The DRA manager is a handler of the plugin watcher: built first.
+	if a.dra, err = a.newDRA(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+		return nil, err
+	}
 	if a.plugins, err = a.newPluginWatcher(); err != nil {
 		return nil, err
 	}
@@ -377,7 +382,7 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 		Resources: a.resources.topology,
 		Devices:   a.devices,
 		// ResourceFit sees the allocatable the device manager sanitizes.
-		Builtins:         builtins(node, a.devices, a.gates),
+		Builtins:         builtins(node, a.devices, a.gates, a.dra != nil),
 		AppArmor:         admission.NewAppArmor(admission.AppArmorHostEnabled()),
 		DeclaredFeatures: a.declaredAdmit,
 		Shutdown:         a.shutdown,

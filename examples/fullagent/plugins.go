@@ -9,13 +9,16 @@ import (
 
 // pluginHandlers are the plugin kinds the plugin watcher registers, by
 // pluginregistration v1 type (pluginwatcher.CSIPlugin,
-// pluginwatcher.DRAPlugin): CSI drivers (csi.go) when the agent has an API
-// client. A plugin of a type not here is told that no handler serves it,
-// and nothing is registered.
+// pluginwatcher.DRAPlugin): CSI drivers (csi.go) and DRA drivers (dra.go)
+// when the agent has an API client. A plugin of a type not here is told
+// that no handler serves it, and nothing is registered.
 func (a *agent) pluginHandlers() map[string]pluginwatcher.Handler {
 	h := map[string]pluginwatcher.Handler{}
 	if a.csi != nil {
 		h[pluginwatcher.CSIPlugin] = a.csi.handler
+	}
+	if a.dra != nil {
+		h[pluginwatcher.DRAPlugin] = a.dra
 	}
 	return h
 }

@@ -8,14 +8,18 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/nodekit/nodekit/agenttest"
 )
 
 // TestUnsupportedPodFeatures: what nodekit does not build is refused or
 // reported, never ignored. A pod with an nfs volume (no plugin) waits in
 // ContainerCreating with upstream's FailedMount event, retried with
-// back-off (a handful of events in 10 s, not a loop); a pod with DRA claims
-// fails admission with PodFeatureUnsupported. (RestartAllContainers rules
-// are acted on: restartall_test.go.)
+// back-off (a handful of events in 10 s, not a loop); a pod whose DRA
+// claim does not exist yet waits with FailedPrepareDynamicResources on
+// containerd 2, and fails admission with PodFeatureUnsupported on
+// containerd 1.6, which cannot inject CDI devices. (RestartAllContainers
+// rules are acted on: restartall_test.go.)
 func TestUnsupportedPodFeatures(t *testing.T) {
 	e := startEnv(t)
 	ctx := t.Context()
@@ -45,11 +49,29 @@ func TestUnsupportedPodFeatures(t *testing.T) {
 	}}
 	e.createPod(t, rule)
 
-	t.Run("resourceClaims pod refused", func(t *testing.T) {
+	t.Run("resourceClaims pod refused without CDI", func(t *testing.T) {
+		if e.cri.Version != agenttest.ContainerdVersion16 {
+			t.Skipf("containerd %s injects CDI devices", e.cri.RuntimeVersion)
+		}
 		p := e.waitPod(t, "claims", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
 		want := `Pod was rejected: Pod requires node features that are not available: DynamicResourceAllocation (resource claims "gpu": this node does not prepare dynamic resources)`
 		if p.Status.Reason != "PodFeatureUnsupported" || p.Status.Message != want {
 			t.Errorf("reason %q message %q, want PodFeatureUnsupported %q", p.Status.Reason, p.Status.Message, want)
+		}
+	})
+	t.Run("resourceClaims pod waits for its claim", func(t *testing.T) {
+		if e.cri.Version == agenttest.ContainerdVersion16 {
+			t.Skip("containerd 1.6 cannot inject CDI devices: the pod is refused")
+		}
+		// The agent prepares DRA claims (package dra): a claim from a
+		// template the controller manager has not created (none runs
+		// here) is a sync error, retried, as kubelet's.
+		e.waitEvent(t, "claims", "FailedPrepareDynamicResources",
+			`Failed to prepare dynamic resources: prepare dynamic resources: pod "default/claims": ResourceClaim not created yet`)
+		p := e.waitPod(t, "claims", 10*time.Second, "Pending", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodPending })
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil ||
+			p.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+			t.Errorf("container statuses %+v, want waiting ContainerCreating", p.Status.ContainerStatuses)
 		}
 	})
 	t.Run("Restart rule restarts a Never container on its exit code", func(t *testing.T) {

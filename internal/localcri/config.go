@@ -51,6 +51,7 @@ type layout struct {
 	dir, root, state, socket, ttrpc, config, logs, logFile    string
 	cniConfDir, cniIPAMDir, runcRoot, opt, pidFile, stateFile string
 	registries                                                string // hosts.toml per registry
+	cdi                                                       string // CDI spec files (containerd 2)
 }
 
 func newLayout(dir string) layout {
@@ -70,11 +71,12 @@ func newLayout(dir string) layout {
 		pidFile:    filepath.Join(dir, "containerd.pid"),
 		stateFile:  filepath.Join(dir, "instance.json"),
 		registries: filepath.Join(dir, "certs.d"),
+		cdi:        filepath.Join(dir, "cdi"),
 	}
 }
 
 func (l layout) mkdirs() error {
-	for _, d := range []string{l.root, l.state, l.logs, l.cniConfDir, l.cniIPAMDir, l.runcRoot, l.opt} {
+	for _, d := range []string{l.root, l.state, l.logs, l.cniConfDir, l.cniIPAMDir, l.runcRoot, l.opt, l.cdi} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
 			return err
 		}
@@ -259,7 +261,7 @@ func configValues(version string, l layout, b binaries) (map[string]string, erro
 	for k, v := range map[string]string{
 		"root": l.root, "state": l.state, "socket": l.socket, "ttrpc": l.ttrpc,
 		"cniConf": l.cniConfDir, "runcRoot": l.runcRoot, "opt": l.opt, "runc": b.runc,
-		"sandbox": SandboxImage, "cniBin": cniBinDir, "registries": l.registries,
+		"sandbox": SandboxImage, "cniBin": cniBinDir, "registries": l.registries, "cdi": l.cdi,
 	} {
 		s, err := tomlString(v)
 		if err != nil {

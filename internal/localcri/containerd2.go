@@ -125,6 +125,11 @@ func containerd2Config(q map[string]string) []byte {
 	w("    restrict_oom_score_adj = true")
 	w("    netns_mounts_under_state_dir = true")
 	w("    disable_apparmor = true")
+	// CDI devices (DRA drivers write their specs to CDIDir). CDI is always
+	// on in containerd 2.4 (its enable_cdi option is gone); containerd
+	// 1.6 has none (enable_cdi came with 1.7), so CRI CDI_devices are not
+	// applied there.
+	w("    cdi_spec_dirs = [%s]", q["cdi"])
 	w("    [plugins.\"io.containerd.cri.v1.runtime\".containerd]")
 	w("      default_runtime_name = \"runc\"")
 	w("      [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]")

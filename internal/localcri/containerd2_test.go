@@ -78,6 +78,7 @@ func TestContainerd2Config(t *testing.T) {
 		`conf_dir = "/tmp/nk-x/cni/net.d"`,
 		`BinaryName = "/b/containerd2/runc"`,
 		`config_path = "/tmp/nk-x/certs.d"`,
+		`cdi_spec_dirs = ["/tmp/nk-x/cdi"]`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("config lacks %q:\n%s", want, s)

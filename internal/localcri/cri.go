@@ -207,6 +207,10 @@ func cleanupPods(ctx context.Context, socket string) error {
 // (Dir/logs/containerd.log), for failure messages.
 func (c *Containerd) LogTail() string { return logTail(newLayout(c.Dir).logFile) }
 
+// CDIDir is the directory of CDI spec files containerd 2 reads
+// (cdi_spec_dirs); containerd 1.6 reads none.
+func (c *Containerd) CDIDir() string { return newLayout(c.Dir).cdi }
+
 // logTail returns the last lines of containerd's log, for error messages.
 func logTail(path string) string {
 	data, err := os.ReadFile(path)
