@@ -23,9 +23,9 @@
 // managers and a DRA manager do), nor the pod store. It does not report
 // the pod-level CPUs and memory of PodLevelResourceManagers (a beta gate,
 // off by default), does not serve the deprecated v1alpha1 service, and
-// does not export upstream's pod_resources_endpoint_* metrics. Until a
-// DRA manager implements DynamicResourcesProvider, fullagent leaves it
-// nil and every container reports no dynamic resources.
+// does not export upstream's pod_resources_endpoint_* metrics. The dra
+// package's Manager implements DynamicResourcesProvider (the prepared
+// claims a container uses); fullagent passes it when it prepares claims.
 //
 // How an agent wires it:
 //

@@ -63,6 +63,7 @@ type agent struct {
 	probes        *probes.Manager
 	volumes       *volumemgr.Manager
 	rootDir       string
+	systemBus     string             // the system D-Bus address ("" is the default): systemd driver, logind
 	pods          *syncloop.PodStore // built first; the loop fills it
 	loop          *syncloop.Loop
 	node          *statusmgr.NodeReporter
@@ -143,7 +144,7 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 	if err := kernelTunables(ctx, cfg, gates); err != nil {
 		return nil, nil, err
 	}
-	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir}
+	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir, systemBus: o.systemBus}
 	declared, declaredAdmit, err := a.declaredFeatures()
 	if err != nil {
 		return nil, nil, err

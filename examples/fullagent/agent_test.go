@@ -98,6 +98,10 @@ authentication:
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A system bus of the test's own, where nothing listens: an agent of
+	// a test never reaches the host's systemd or logind (no inhibitor
+	// lock, no logind drop-in), whatever the host runs.
+	o.systemBus = "unix:path=" + filepath.Join(dir, "no_system_bus")
 	for _, op := range opts {
 		if op.flags != nil {
 			op.flags(o)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -27,8 +26,9 @@ type podCgroups struct {
 
 // newPodCgroups builds the cgroup manager from cgroupDriver, cgroupRoot,
 // cgroupsPerQOS, enforceNodeAllocatable, the reservations, cpuCFSQuota and
-// podPidsLimit; metrics get the cgroup operation durations.
-func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, machine statusmgr.MachineInfo, metrics cgroupmgr.OperationObserver) (*podCgroups, error) {
+// podPidsLimit; the systemd driver finds systemd on systemBus ("" is the
+// system bus); metrics get the cgroup operation durations.
+func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration, machine statusmgr.MachineInfo, systemBus string, metrics cgroupmgr.OperationObserver) (*podCgroups, error) {
 	m, err := machine.Machine(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("machine info: %w", err)
@@ -66,7 +66,7 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		KubeReserved: list(cfg.KubeReserved), SystemReserved: list(cfg.SystemReserved),
 		KubeReservedCgroup: cfg.KubeReservedCgroup, SystemReservedCgroup: cfg.SystemReservedCgroup,
 		QOSReserved: qosReserved, DisableCPUCFSQuota: !*cfg.CPUCFSQuota, CPUCFSQuotaPeriod: period,
-		PodPidsLimit: *cfg.PodPidsLimit, SystemdBus: systemdBus(os.Getenv), Metrics: metrics,
+		PodPidsLimit: *cfg.PodPidsLimit, SystemdBus: systemBus, Metrics: metrics,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)

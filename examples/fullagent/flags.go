@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,11 @@ type options struct {
 	// and --image-credential-provider-bin-dir): both or neither.
 	credProviderConfig string
 	credProviderBinDir string
+	// systemBus is the system D-Bus address the systemd cgroup driver and
+	// the logind shutdown trigger use: $DBUS_SYSTEM_BUS_ADDRESS, or ""
+	// (the system bus). Tests running agents in-process set one of their
+	// own, so no agent of theirs reaches the host's systemd or logind.
+	systemBus string
 	// fullagent-only.
 	logJSON       bool
 	podCheckpoint bool
@@ -88,7 +94,7 @@ func newFlagSet(o *options, cfg *kubeletv1beta1.KubeletConfiguration, out io.Wri
 // "unknown flag: --x"): a flag that is not kubelet's or fullagent's is a
 // typo or a kubelet flag removed before v1.37.
 func parseFlags(args []string, out io.Writer) (*options, error) {
-	o := &options{args: args}
+	o := &options{args: args, systemBus: systemdBus(os.Getenv)}
 	fs := newFlagSet(o, &kubeletv1beta1.KubeletConfiguration{}, out)
 	if err := fs.Parse(args); err != nil {
 		return nil, err

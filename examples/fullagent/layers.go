@@ -197,7 +197,7 @@ func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRe
 	if h.allocatable, err = nodeAllocatable(ctx, h.machine, reserved(a.cfg)); err != nil {
 		return h, err
 	}
-	if a.cgroups, err = newPodCgroups(ctx, a.cfg, h.machine, a.metrics); err != nil {
+	if a.cgroups, err = newPodCgroups(ctx, a.cfg, h.machine, a.systemBus, a.metrics); err != nil {
 		return h, err
 	}
 	if a.oom, err = oomwatch.New(oomwatch.Config{OnOOM: systemOOMEvents(recorder, a.nodeName)}); err != nil {

@@ -15,16 +15,20 @@ import (
 
 // newPodResources builds the podresources API on
 // ROOT/pod-resources/kubelet.sock over the loop's active pods and the
-// CPU, memory and device managers. No DRA manager yet: no container
-// reports dynamic resources.
+// CPU, memory and device managers, and the DRA manager's prepared claims
+// when the agent prepares claims (dra.go).
 func (a *agent) newPodResources() (*podresources.Server, error) {
-	return podresources.New(podresources.Config{
+	cfg := podresources.Config{
 		Dir:     filepath.Join(a.rootDir, "pod-resources"),
 		Pods:    activePods(func() []*v1.Pod { return a.loop.ActivePods() }),
 		CPUs:    podCPUs{a.resources.cpus},
 		Memory:  podMemory{a.resources.mem},
 		Devices: podDevices{a.devices},
-	})
+	}
+	if a.dra != nil { // a nil *dra.Manager in the interface would be called
+		cfg.DynamicResources = a.dra
+	}
+	return podresources.New(cfg)
 }
 
 type activePods func() []*v1.Pod

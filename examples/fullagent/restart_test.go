@@ -176,6 +176,7 @@ func (p *agentProcess) start() {
 			cmd = exec.Command(p.wrap[0], append(append(p.wrap[1:len(p.wrap):len(p.wrap)], p.bin), p.args...)...)
 		}
 		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = agentEnv(os.Environ(), filepath.Dir(p.log))
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		err := cmd.Start()
 		_ = logf.Close()
@@ -773,4 +774,17 @@ func TestOfflineRestartFromCheckpoint(t *testing.T) {
 			t.Fatal("the corrupt checkpoint was not replaced by a good one")
 		}
 	})
+}
+
+// agentEnv is the environment of an agent process of a test: the test's,
+// with a system bus of the test's own (in dir, where nothing listens)
+// unless the test set $DBUS_SYSTEM_BUS_ADDRESS (the logind test points it
+// at a private systemd), so no agent reaches the host's systemd or logind.
+func agentEnv(env []string, dir string) []string {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, systemdBusEnv+"=") {
+			return env
+		}
+	}
+	return append(env, systemdBusEnv+"=unix:path="+filepath.Join(dir, "no_system_bus"))
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -86,10 +85,11 @@ func registerShutdownTimes(reg prometheus.Registerer) (func(shutdown.State), err
 }
 
 // shutdownTrigger is systemd-logind's trigger (on the system bus,
-// $DBUS_SYSTEM_BUS_ADDRESS or the default) together with SIGPWR.
+// $DBUS_SYSTEM_BUS_ADDRESS or the default: options.systemBus) together
+// with SIGPWR.
 func (a *agent) shutdownTrigger() *nodeShutdownTrigger {
 	return &nodeShutdownTrigger{
-		logind: logind.New(logind.Config{BusAddress: systemdBus(os.Getenv), GracePeriod: a.shutdownGrace}),
+		logind: logind.New(logind.Config{BusAddress: a.systemBus, GracePeriod: a.shutdownGrace}),
 		signal: shutdown.SignalTrigger(syscall.SIGPWR),
 	}
 }
