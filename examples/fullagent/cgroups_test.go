@@ -78,8 +78,18 @@ func TestPodCgroups(t *testing.T) {
 	}
 
 	o := e.waitPod(t, "oom", 60*time.Second, "Failed", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
-	if cs := containerStatus(o, "app"); cs == nil || cs.State.Terminated == nil || cs.State.Terminated.Reason != "OOMKilled" || cs.State.Terminated.ExitCode != 137 {
+	// Killed (137) by the limit: without it dd's 128M buffer fits and it
+	// exits 0. The reason is the runtime's: containerd 1.6 says OOMKilled
+	// when its OOM event comes before the exit, and "Error" when a loaded
+	// machine delivers them the other way round (seen once in a CI run);
+	// the agent passes on what it is told.
+	cs := containerStatus(o, "app")
+	if cs == nil || cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 137 ||
+		(cs.State.Terminated.Reason != "OOMKilled" && cs.State.Terminated.Reason != "Error") {
 		t.Fatalf("over-limit container: %s", describeStatus(o))
+	}
+	if cs.State.Terminated.Reason != "OOMKilled" {
+		t.Logf("over-limit container killed (137) with reason %q: the runtime reported the exit before the OOM event", cs.State.Terminated.Reason)
 	}
 
 	if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "burst", metav1.DeleteOptions{}); err != nil {
