@@ -38,6 +38,9 @@ type source struct {
 // a source, with upstream's errors for unbound or foreign claims.
 func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
 	if vol.CSI != nil {
+		if vol.CSI.NodePublishSecretRef != nil {
+			return nil, fmt.Errorf("volume %s: csi.nodePublishSecretRef is not supported by this node agent", vol.Name)
+		}
 		return inlineSource(pod, vol), nil
 	}
 	var claim string
@@ -174,6 +177,11 @@ func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
 	}
 	if len(d.Spec.TokenRequests) > 0 {
 		return nil, fmt.Errorf("CSIDriver %s: spec.tokenRequests is not supported by this node agent", s.driver)
+	}
+	if d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish {
+		// Upstream calls NodePublishVolume again periodically; this node
+		// publishes once, so the driver's refreshes would never happen.
+		return nil, fmt.Errorf("CSIDriver %s: spec.requiresRepublish is not supported by this node agent", s.driver)
 	}
 	pol := &driverPolicy{attachRequired: d.Spec.AttachRequired == nil || *d.Spec.AttachRequired,
 		podInfo: d.Spec.PodInfoOnMount != nil && *d.Spec.PodInfoOnMount, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
