@@ -47,10 +47,21 @@ func TestContainerLogRotation(t *testing.T) {
 		t.Fatalf("no rotation with a compressed file in %s: %v", dir, files)
 	}
 
+	// Right after a rotation the live file is empty until the container's
+	// next write (kubelet reads only the live file too), so an empty answer
+	// is retried for a moment; anything else that is not a line fails.
 	last := func() int {
-		b, err := e.client.CoreV1().Pods("default").GetLogs("chatty", &v1.PodLogOptions{Container: "app", TailLines: ptrTo(int64(1))}).DoRaw(t.Context())
-		if err != nil {
-			t.Fatalf("logs --tail=1: %v", err)
+		var b []byte
+		for try := 0; try < 20; try++ {
+			var err error
+			b, err = e.client.CoreV1().Pods("default").GetLogs("chatty", &v1.PodLogOptions{Container: "app", TailLines: ptrTo(int64(1))}).DoRaw(t.Context())
+			if err != nil {
+				t.Fatalf("logs --tail=1: %v", err)
+			}
+			if len(strings.TrimSpace(string(b))) > 0 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(string(b)), "line-"))
 		if err != nil {
