@@ -201,6 +201,41 @@ func TestWrapOptions(t *testing.T) {
 	}
 }
 
+// CDI device names of the plugins' answers reach the container options
+// (and the wrapped options), each once; on a node whose runtime cannot
+// inject them (Config.NoCDI) the container's options are an error naming
+// the devices and the reason, not options without them.
+func TestContainerOptionsCDI(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for _, noCDI := range []string{"", "containerd 1.6.20 has no CDI device injection"} {
+		m := newTestManager(t, ctx, Config{NoCDI: noCDI})
+		ep := attach(m, "example.com/foo", &fakeClient{resource: "example.com/foo", cdi: true}, nil)
+		report(ctx, m, ep, map[string]bool{"d0": true, "d1": true})
+		ep = attach(m, "example.com/bar", &fakeClient{resource: "example.com/bar"}, nil)
+		report(ctx, m, ep, map[string]bool{"b0": true})
+		pod := newPod("p", nil, container("app", map[string]int{"example.com/foo": 2, "example.com/bar": 1}))
+		if d := m.Admit(ctx, nodekit.AdmitRequest{Pod: pod}); !d.Admit {
+			t.Fatalf("rejected: %+v", d)
+		}
+		next := func(context.Context, *v1.Pod, *v1.Container, []string) (*nodekit.ContainerOptions, error) {
+			return &nodekit.ContainerOptions{CDIDevices: []string{"dra.example.com/gpu=g0"}}, nil
+		}
+		o, err := m.WrapOptions(next)(ctx, pod, &pod.Spec.Containers[0], nil)
+		if noCDI != "" {
+			if err == nil || !strings.Contains(err.Error(), noCDI) || !strings.Contains(err.Error(), "example.com/foo=d0") {
+				t.Errorf("NoCDI: options %+v, error %v; want an error naming the devices and the reason", o, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(o.CDIDevices, ","); got != "example.com/foo=d0,example.com/foo=d1,dra.example.com/gpu=g0" {
+			t.Errorf("CDI devices = %s", got)
+		}
+	}
+}
+
 func TestContainerAndAllocatableDevices(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	active := &podSet{}

@@ -30,6 +30,7 @@ type fakeClient struct {
 	allocs                       [][]string
 	preferred                    func(available, mustInclude []string, size int) []string
 	prestarts                    [][]string
+	cdi                          bool // answer a CDI device per device ID too
 }
 
 func (f *fakeClient) Allocate(_ context.Context, req *pluginapi.AllocateRequest, _ ...grpc.CallOption) (*pluginapi.AllocateResponse, error) {
@@ -38,9 +39,15 @@ func (f *fakeClient) Allocate(_ context.Context, req *pluginapi.AllocateRequest,
 		f.mu.Lock()
 		f.allocs = append(f.allocs, slices.Clone(r.DevicesIds))
 		f.mu.Unlock()
-		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{
+		cr := &pluginapi.ContainerAllocateResponse{
 			Envs: map[string]string{envName(f.resource): strings.Join(r.DevicesIds, ",")},
-		})
+		}
+		for _, id := range r.DevicesIds {
+			if f.cdi {
+				cr.CdiDevices = append(cr.CdiDevices, &pluginapi.CDIDevice{Name: f.resource + "=" + id})
+			}
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, cr)
 	}
 	return resp, nil
 }

@@ -64,6 +64,12 @@ type Config struct {
 	GracePeriod time.Duration
 	// Clock measures the grace period. Default: the real clock.
 	Clock clock.WithDelayedExecution
+	// NoCDI, when not empty, says why the container runtime cannot
+	// inject CDI devices (for example "containerd 1.6 has no CDI device
+	// injection"). A container whose plugins answer Allocate with CDI
+	// device names then fails to be created with an error naming the
+	// devices and this reason, instead of running without them.
+	NoCDI string
 }
 
 // Manager is the device plugin manager. It runs the registration server
@@ -79,6 +85,7 @@ type Manager struct {
 	activePods   func() []*v1.Pod
 	sourcesReady func() bool
 	running      func(types.UID, string) bool
+	noCDI        string
 	logger       klog.Logger
 	changes      chan struct{}
 
@@ -145,6 +152,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		dir: cfg.Dir, grace: cfg.GracePeriod, clock: cfg.Clock,
 		activePods: cfg.ActivePods, sourcesReady: cfg.SourcesReady, running: cfg.RunningAtStart,
+		noCDI:     cfg.NoCDI,
 		logger:    klog.FromContext(ctx),
 		changes:   make(chan struct{}, 1),
 		resources: map[string]*resourceState{},

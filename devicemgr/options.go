@@ -25,8 +25,9 @@ import (
 //
 // Where two plugins set the same variable, container path or annotation
 // the first (by resource name) wins, as upstream. CDI device names in
-// the answers have no field in nodekit.ContainerOptions and are dropped
-// with an error in the log.
+// the answers go to ContainerOptions.CDIDevices, each once; with
+// Config.NoCDI set they are an error instead, so that the container is
+// not created without its devices.
 func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Container) (*nodekit.ContainerOptions, error) {
 	if pod == nil || c == nil {
 		return nil, errors.New("devicemgr: ContainerOptions needs a pod and a container")
@@ -53,7 +54,11 @@ func (m *Manager) ContainerOptions(ctx context.Context, pod *v1.Pod, c *v1.Conta
 			return nil, err
 		}
 	}
-	return m.runOptions(ctx, uid, c.Name), nil
+	opts := m.runOptions(ctx, uid, c.Name)
+	if m.noCDI != "" && len(opts.CDIDevices) > 0 {
+		return nil, fmt.Errorf("devicemgr: container %q of pod %s: device plugins answered with CDI devices %v, which this node cannot inject: %s", c.Name, klog.KObj(pod), opts.CDIDevices, m.noCDI)
+	}
+	return opts, nil
 }
 
 // podActive reports whether pod is among the active pods (always, without
@@ -112,6 +117,7 @@ func (m *Manager) runOptions(ctx context.Context, uid, container string) *nodeki
 	}
 	sort.Strings(names)
 	envs, devices, mounts := map[string]string{}, map[string]string{}, map[string]string{}
+	cdi := map[string]bool{}
 	for _, name := range names {
 		resp := byResource[name].resp
 		if resp == nil {
@@ -161,12 +167,11 @@ func (m *Manager) runOptions(ctx context.Context, uid, container string) *nodeki
 			}
 			opts.Annotations[k] = v
 		}
-		if len(resp.CdiDevices) > 0 {
-			cdi := make([]string, 0, len(resp.CdiDevices))
-			for _, d := range resp.CdiDevices {
-				cdi = append(cdi, d.GetName())
+		for _, d := range resp.CdiDevices {
+			if n := d.GetName(); n != "" && !cdi[n] {
+				cdi[n] = true
+				opts.CDIDevices = append(opts.CDIDevices, n)
 			}
-			logger.Error(nil, "Device plugin returned CDI devices, which nodekit.ContainerOptions cannot carry; dropped", "resource", name, "podUID", uid, "container", container, "cdiDevices", cdi)
 		}
 	}
 	return opts
@@ -200,6 +205,7 @@ func (m *Manager) WrapOptions(next nodekit.ContainerOptionsFunc) nodekit.Contain
 		out.Envs = append(dev.Envs, o.Envs...)
 		out.Mounts = append(dev.Mounts, o.Mounts...)
 		out.Devices = append(dev.Devices, o.Devices...)
+		out.CDIDevices = append(dev.CDIDevices, o.CDIDevices...)
 		if len(dev.Annotations) > 0 {
 			out.Annotations = maps.Clone(dev.Annotations)
 			maps.Copy(out.Annotations, o.Annotations)

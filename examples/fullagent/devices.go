@@ -35,14 +35,22 @@ func (a *agent) newDevices(ctx context.Context, pods func() []*v1.Pod, ready fun
 			}
 		}
 	}
-	m, err := devicemgr.New(ctx, devicemgr.Config{
+	cfg := devicemgr.Config{
 		Dir:          filepath.Join(a.rootDir, "device-plugins"),
 		ActivePods:   pods,
 		SourcesReady: ready,
 		RunningAtStart: func(uid types.UID, name string) bool {
 			return running[uid][name]
 		},
-	})
+	}
+	// Plugins may answer with CDI devices; a runtime that cannot inject
+	// them fails such containers rather than running them without.
+	if version, err := a.runtime.Version(ctx); err != nil {
+		return nil, fmt.Errorf("device plugins: %w", err)
+	} else if ok, why := runtimeInjectsCDI(version); !ok {
+		cfg.NoCDI = why
+	}
+	m, err := devicemgr.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("device plugins: %w", err)
 	}
