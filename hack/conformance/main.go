@@ -3,7 +3,16 @@
 // node is fullagent — or, with --agent=kubelet, the upstream kubelet
 // v1.37.2 on the same machine and runtime, for comparison.
 //
-//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--procs=12] [--focus=REGEX]
+//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features] [--procs=12] [--focus=REGEX]
+//	go run ./hack/conformance compare DIR_A DIR_B
+//
+// --features adds the feature-gated NodeConformance specs of every gate
+// that is on by default in v1.37 (the e2e framework labels the specs of
+// gates off by default Feature:OffByDefault, and alpha ones Alpha; both
+// stay out). Each run writes its report to OUT/AGENT-containerdVERSION
+// (with -features when given): junit.xml, logs/ and specs.txt, one
+// "passed|failed|skipped<TAB>spec" line per spec, sorted by spec. compare
+// prints the specs DIR_B passed and DIR_A did not, from their specs.txt.
 //
 // It starts etcd + kube-apiserver (internal/localcp), kube-controller-manager
 // and kube-scheduler, a private containerd with the test images
@@ -17,7 +26,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/xml"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,29 +49,55 @@ import (
 
 const nodeName = "conformance-node"
 
-const labelFilter = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !/FeatureGate:/ && !/^Feature:/`
+// labelFilter selects the specs of a run; featuresFilter also lets in the
+// specs of feature gates on by default.
+const (
+	labelFilter    = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !/FeatureGate:/ && !/^Feature:/`
+	featuresFilter = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !BetaOffByDefault && !/^Feature:/`
+)
+
+// options are the command line of a run.
+type options struct {
+	agent, containerd, focus, out string
+	procs                         int
+	keep, features                bool
+}
 
 func main() {
-	agent := flag.String("agent", "fullagent", "the node agent: fullagent or kubelet")
-	procs := flag.Int("procs", 12, "ginkgo parallel processes")
-	focus := flag.String("focus", "", "run only specs matching this regex")
-	out := flag.String("out", "_output/conformance", "report directory")
-	keep := flag.Bool("keep", false, "leave the cluster running after the tests (for debugging)")
-	containerd := flag.String("containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
+	if len(os.Args) > 1 && os.Args[1] == "compare" {
+		if len(os.Args) != 4 {
+			fmt.Fprintln(os.Stderr, "usage: conformance compare DIR_A DIR_B")
+			os.Exit(2)
+		}
+		if err := compare(os.Stdout, os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.StringVar(&o.agent, "agent", "fullagent", "the node agent: fullagent or kubelet")
+	flag.IntVar(&o.procs, "procs", 12, "ginkgo parallel processes")
+	flag.StringVar(&o.focus, "focus", "", "run only specs matching this regex")
+	flag.StringVar(&o.out, "out", "_output/conformance", "report directory")
+	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running after the tests (for debugging)")
+	flag.BoolVar(&o.features, "features", false, "also run the feature-gated specs of gates on by default in v1.37")
+	flag.StringVar(&o.containerd, "containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *agent, *containerd, *procs, *focus, *out, *keep); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, agent, containerd string, procs int, focus, out string, keep bool) error {
+func run(ctx context.Context, o options) error {
+	agent, procs, focus, keep := o.agent, o.procs, o.focus, o.keep
 	if agent != "fullagent" && agent != "kubelet" {
 		return fmt.Errorf("--agent=%q: want fullagent or kubelet", agent)
 	}
-	containerd, err := localcri.ResolveVersion(containerd)
+	containerd, err := localcri.ResolveVersion(o.containerd)
 	if err != nil {
 		return fmt.Errorf("--containerd: %w", err)
 	}
@@ -76,7 +110,7 @@ func run(ctx context.Context, agent, containerd string, procs int, focus, out st
 			return fmt.Errorf("%s missing in %s: run bash hack/build-tools.sh conformance", b, bin)
 		}
 	}
-	out, _ = filepath.Abs(filepath.Join(out, agent))
+	out, _ := filepath.Abs(filepath.Join(o.out, reportName(agent, containerd, o.features)))
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -176,7 +210,11 @@ func run(ctx context.Context, agent, containerd string, procs int, focus, out st
 	if err != nil {
 		return err
 	}
-	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + labelFilter,
+	filter := labelFilter
+	if o.features {
+		filter = featuresFilter
+	}
+	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + filter,
 		"--junit-report=junit.xml", "--output-dir=" + out, "--timeout=80m", "--no-color"}
 	if len(skips) > 0 {
 		args = append(args, "--skip="+strings.Join(skips, "|"))
@@ -190,10 +228,14 @@ func run(ctx context.Context, agent, containerd string, procs int, focus, out st
 	g.Stdout, g.Stderr = os.Stdout, os.Stderr
 	g.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
 	runErr := g.Run()
-	passed, failed, skipped, err := summarize(filepath.Join(out, "junit.xml"))
+	specs, err := readJUnit(filepath.Join(out, "junit.xml"))
 	if err != nil {
 		return errors.Join(runErr, err)
 	}
+	if err := writeSpecs(filepath.Join(out, "specs.txt"), specs); err != nil {
+		return errors.Join(runErr, err)
+	}
+	passed, failed, skipped := count(specs)
 	fmt.Printf("conformance (%s): %d passed, %d failed, %d skipped\n", agent, passed, failed, skipped)
 	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
 	return nil
@@ -264,42 +306,4 @@ func readSkips(path string) ([]string, error) {
 		out = append(out, strings.TrimSpace(re))
 	}
 	return out, sc.Err()
-}
-
-type junitSuites struct {
-	Suites []struct {
-		Cases []struct {
-			Name    string    `xml:"name,attr"`
-			Skipped *struct{} `xml:"skipped"`
-			Failure *struct{} `xml:"failure"`
-			Error   *struct{} `xml:"error"`
-		} `xml:"testcase"`
-	} `xml:"testsuite"`
-}
-
-func summarize(path string) (passed, failed, skipped int, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	var s junitSuites
-	if err := xml.Unmarshal(b, &s); err != nil {
-		return 0, 0, 0, fmt.Errorf("parse %s: %w", path, err)
-	}
-	for _, suite := range s.Suites {
-		for _, c := range suite.Cases {
-			if strings.HasPrefix(c.Name, "[") && strings.Contains(c.Name, "Suite") {
-				continue // suite set-up and reporting nodes, not specs
-			}
-			switch {
-			case c.Skipped != nil:
-				skipped++
-			case c.Failure != nil || c.Error != nil:
-				failed++
-			default:
-				passed++
-			}
-		}
-	}
-	return passed, failed, skipped, nil
 }
