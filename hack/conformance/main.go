@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 	if !keep {
 		defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
 	}
-	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: containerd})
+	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: containerd, ConformanceImages: true})
 	if err != nil {
 		return err
 	}

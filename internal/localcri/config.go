@@ -44,6 +44,11 @@ type Config struct {
 	// and pods pull them for real. Registry names no mirror lists still
 	// resolve to a closed loopback port. Off by default.
 	Mirrors []Mirror
+	// ConformanceImages also builds and imports the images only the
+	// upstream conformance specs use (NonewprivsImage, NginxImage; see
+	// BuildConformanceImages). The nonewprivs program is compiled with
+	// the go command on the PATH.
+	ConformanceImages bool
 }
 
 // layout is every path of one instance.

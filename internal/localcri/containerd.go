@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 		cacheDir = filepath.Join(dir, "images")
 	}
 	t0 := time.Now()
-	images, err := BuildImages(ctx, cacheDir, binDir)
+	images, err := buildImages(ctx, cacheDir, binDir, cfg.ConformanceImages)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}

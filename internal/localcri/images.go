@@ -74,6 +74,16 @@ type imageSpec struct {
 // a static binary; without it that image is left out with a logged warning.
 // Concurrent callers sharing cacheDir serialise on a lock file in it.
 func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, error) {
+	return buildImages(ctx, cacheDir, binDir, false)
+}
+
+// BuildConformanceImages is BuildImages plus the images only the
+// conformance specs use (ImageNonewprivs, ImageNginx).
+func BuildConformanceImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, error) {
+	return buildImages(ctx, cacheDir, binDir, true)
+}
+
+func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool) ([]ImageTar, error) {
 	logger := klog.FromContext(ctx)
 	if cacheDir == "" {
 		return nil, errors.New("build images: cacheDir is empty")
@@ -174,6 +184,13 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 
 	b := &builder{cacheDir: cacheDir, base: base}
 	defer b.cleanup()
+	if conformance {
+		more, err := conformanceSpecs(ctx, b.workDir, withShell, shellInputs)
+		if err != nil {
+			return nil, fmt.Errorf("build images: %w", err)
+		}
+		specs = append(specs, more...)
+	}
 	var out []ImageTar
 	for _, s := range specs {
 		key := cacheKey(s, baseInputs)
@@ -250,13 +267,22 @@ func (b *builder) cleanup() {
 	}
 }
 
-func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar, error) {
+// workDir returns the builder's work directory under the cache dir,
+// created on first use and removed by cleanup.
+func (b *builder) workDir() (string, error) {
 	if b.work == "" {
 		dir, err := os.MkdirTemp(b.cacheDir, ".build-*")
 		if err != nil {
-			return ImageTar{}, fmt.Errorf("create work dir: %w", err)
+			return "", fmt.Errorf("create work dir: %w", err)
 		}
 		b.work = dir
+	}
+	return b.work, nil
+}
+
+func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar, error) {
+	if _, err := b.workDir(); err != nil {
+		return ImageTar{}, err
 	}
 	if b.baseLayer == nil {
 		l, err := writeLayer(ctx, b.work, b.base)
