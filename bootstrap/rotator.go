@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -40,6 +41,10 @@ type Rotator struct {
 	client  *rest.Config
 	logger  klog.Logger
 	started atomic.Bool
+	// renewErrors is kubelet_certificate_manager_client_expiration_renew_errors:
+	// client-go's manager counts each failed renewal; RegisterMetrics
+	// exposes it.
+	renewErrors prometheus.Counter
 
 	mu   sync.RWMutex
 	cert *tls.Certificate
@@ -59,7 +64,10 @@ func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator
 	if current == nil {
 		return nil, errors.New("bootstrap: NewRotator: current client config is nil")
 	}
-	r := &Rotator{cfg: cfg, logger: klog.FromContext(ctx)}
+	r := &Rotator{cfg: cfg, logger: klog.FromContext(ctx), renewErrors: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kubelet_certificate_manager_client_expiration_renew_errors",
+		Help: "[ALPHA] Counter of certificate renewal errors.",
+	})}
 	if err := r.buildClientConfig(current); err != nil {
 		return nil, err
 	}
@@ -84,6 +92,7 @@ func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator
 		BootstrapCertificatePEM: current.CertData,
 		BootstrapKeyPEM:         current.KeyData,
 		CertificateStore:        &notifyingStore{Store: files, r: r},
+		CertificateRenewFailure: r.renewErrors,
 		Name:                    "kubelet-client",
 		Ctx:                     &mgrCtx,
 	})
@@ -218,4 +227,14 @@ func (s *notifyingStore) Update(cert, key []byte) (*tls.Certificate, error) {
 	}
 	s.r.install(pair)
 	return pair, nil
+}
+
+// RegisterMetrics registers upstream kubelet's
+// kubelet_certificate_manager_client_expiration_renew_errors in reg: the
+// renewals of the client certificate that failed.
+func (r *Rotator) RegisterMetrics(reg prometheus.Registerer) error {
+	if err := reg.Register(r.renewErrors); err != nil {
+		return fmt.Errorf("bootstrap: register client certificate metrics: %w", err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package bootstrap_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit/bootstrap"
@@ -138,5 +141,62 @@ func TestNewRotatorBadInput(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A renewal the signer denies counts in
+// kubelet_certificate_manager_client_expiration_renew_errors.
+func TestRotatorCountsRenewalErrors(t *testing.T) {
+	srv := whoami(t)
+	ca := newTestCA(t)
+	api := newFakeAPI(t, issue(t, ca, -50*time.Minute, 5*time.Minute)) // due for renewal
+	dir := t.TempDir()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cfg := bootstrap.Config{
+		BootstrapKubeconfig: writeBootstrapKubeconfig(t, dir, srv.URL, caPEM, "", bootstrapToken),
+		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
+		CertDir:             filepath.Join(dir, "pki"),
+		NodeName:            testNode,
+		NewClient:           api.newClient,
+	}
+	rc, err := bootstrap.LoadClientConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot, err := bootstrap.NewRotator(t.Context(), cfg, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := rot.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	count := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kubelet_certificate_manager_client_expiration_renew_errors" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		t.Fatal("kubelet_certificate_manager_client_expiration_renew_errors not gathered")
+		return 0
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("renew errors before any renewal = %v", n)
+	}
+	api.setDecide(deny("NotNow", "denied by the test"))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- rot.Run(ctx) }()
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return count() >= 1, nil
+	})
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatalf("no renewal error counted within a minute of a denied renewal (count %v)", count())
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
@@ -72,6 +74,12 @@ type CSRConfig struct {
 	WaitTimeout time.Duration
 	// Clock times rotation, retries and the wait. Default the real clock.
 	Clock clock.Clock
+	// Metrics, if set, gets upstream's serving-certificate series:
+	// kubelet_server_expiration_renew_errors (failed requests),
+	// kubelet_certificate_manager_server_rotation_seconds (how long a
+	// replaced certificate had lived) and
+	// kubelet_certificate_manager_server_ttl_seconds.
+	Metrics prometheus.Registerer
 }
 
 // CSRCertificate is a serving certificate requested from the API server
@@ -83,6 +91,8 @@ type CSRConfig struct {
 // handshakes fail.
 type CSRCertificate struct {
 	cfg CSRConfig
+
+	metrics *csrMetrics // nil without CSRConfig.Metrics
 
 	mu       sync.RWMutex
 	cert     *tls.Certificate
@@ -113,6 +123,13 @@ func NewCSRCertificate(cfg CSRConfig) (*CSRCertificate, error) {
 		cfg.WaitTimeout = defaultCSRWaitTimeout
 	}
 	c := &CSRCertificate{cfg: cfg}
+	if cfg.Metrics != nil {
+		m, err := registerCSRMetrics(cfg.Metrics, c.Current, cfg.Clock)
+		if err != nil {
+			return nil, err
+		}
+		c.metrics = m
+	}
 	if cfg.Dir != "" {
 		data, err := os.ReadFile(filepath.Join(cfg.Dir, CurrentServingCertFile))
 		if err == nil {
@@ -155,8 +172,12 @@ func (c *CSRCertificate) install(pair *tls.Certificate) {
 	life := na.Sub(nb)
 	deadline := nb.Add(life*7/10 + time.Duration(c.cfg.Jitter()*float64(life/5)))
 	c.mu.Lock()
+	old := c.cert
 	c.cert, c.deadline = pair, deadline
 	c.mu.Unlock()
+	if old != nil && old.Leaf != nil && c.metrics != nil {
+		c.metrics.rotationAge.Observe(c.cfg.Clock.Now().Sub(old.Leaf.NotBefore).Seconds())
+	}
 }
 
 // RotateIfDue requests a new certificate when there is none or the
@@ -174,8 +195,17 @@ func (c *CSRCertificate) RotateIfDue(ctx context.Context) (bool, error) {
 
 // Rotate requests a new certificate now with a fresh key and blocks until
 // it is issued, then serves it (new handshakes use it at once) and keeps
-// it in Dir. The current certificate stays in use if this fails.
+// it in Dir. The current certificate stays in use if this fails, and the
+// failure counts in kubelet_server_expiration_renew_errors.
 func (c *CSRCertificate) Rotate(ctx context.Context) error {
+	err := c.rotate(ctx)
+	if err != nil && c.metrics != nil && ctx.Err() == nil {
+		c.metrics.renewErrors.Inc()
+	}
+	return err
+}
+
+func (c *CSRCertificate) rotate(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -5,14 +5,18 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"math"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -209,5 +213,89 @@ func TestSelfSignedCertificate(t *testing.T) {
 	}
 	if _, err := NewSelfSignedCertificate("", nil, nil, nil); err == nil {
 		t.Fatal("empty host accepted")
+	}
+}
+
+// With CSRConfig.Metrics: the TTL is +Inf until a certificate is issued,
+// then the seconds to its expiry; a denied request counts as a renewal
+// error; a rotation observes how long the replaced certificate lived.
+func TestCSRCertificateMetrics(t *testing.T) {
+	ca := newTestCA(t)
+	cs, created := fakeCSRs(t)
+	start := time.Now().Truncate(time.Second)
+	clk := clocktesting.NewFakeClock(start)
+	reg := prometheus.NewPedanticRegistry()
+	c, err := NewCSRCertificate(CSRConfig{Client: cs.CertificatesV1().CertificateSigningRequests(), NodeName: "n",
+		DNSNames: []string{"n"}, Clock: clk, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauge := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "kubelet_certificate_manager_server_ttl_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no kubelet_certificate_manager_server_ttl_seconds")
+		return 0
+	}
+	if v := gauge(); !math.IsInf(v, 1) {
+		t.Errorf("TTL before issuance = %v, want +Inf", v)
+	}
+	rotate := func(decide func(*certificatesv1.CertificateSigningRequest)) error {
+		done := make(chan error, 1)
+		go func() { done <- c.Rotate(t.Context()) }()
+		decide(<-created)
+		return <-done
+	}
+	deny := func(csr *certificatesv1.CertificateSigningRequest) {
+		csr = csr.DeepCopy()
+		csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateDenied, Status: corev1.ConditionTrue, Reason: "NotYou"}}
+		if _, err := cs.CertificatesV1().CertificateSigningRequests().UpdateStatus(context.Background(), csr, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issue := func(csr *certificatesv1.CertificateSigningRequest) {
+		approve(t, cs, csr, ca.signCSR(t, csr, clk.Now(), 10*time.Hour))
+	}
+	if err := rotate(deny); err == nil {
+		t.Fatal("a denied request rotated")
+	}
+	if n := testutil.ToFloat64(c.metrics.renewErrors); n != 1 {
+		t.Errorf("renew errors after a denial = %v, want 1", n)
+	}
+	if err := rotate(issue); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Hour)
+	if v := gauge(); v != 9*3600 {
+		t.Errorf("TTL an hour after issuance = %v, want %v", v, 9*3600)
+	}
+	if err := rotate(issue); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := testutil.GatherAndCount(reg, "kubelet_certificate_manager_server_rotation_seconds"); err != nil || got != 1 {
+		t.Errorf("rotation histogram series = %d (%v)", got, err)
+	}
+	want := `
+# HELP kubelet_server_expiration_renew_errors [ALPHA] Counter of certificate renewal errors.
+# TYPE kubelet_server_expiration_renew_errors counter
+kubelet_server_expiration_renew_errors 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kubelet_server_expiration_renew_errors"); err != nil {
+		t.Error(err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "kubelet_certificate_manager_server_rotation_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			if h.GetSampleCount() != 1 || h.GetSampleSum() != 3600 {
+				t.Errorf("rotation age: %d samples, sum %v; want one of 3600 s", h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
 	}
 }

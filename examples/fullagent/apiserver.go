@@ -131,6 +131,7 @@ func (a *agent) servingCertificate(o *options, nodeIPs []string, sc *server.Conf
 		rotating, err := server.NewCSRCertificate(server.CSRConfig{
 			Client: a.client.CertificatesV1().CertificateSigningRequests(), NodeName: a.nodeName,
 			IPs: ips, DNSNames: []string{a.nodeName}, Dir: filepath.Join(o.rootDir, "pki"),
+			Metrics: a.metrics.reg,
 		})
 		if err != nil {
 			return nil, err

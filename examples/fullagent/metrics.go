@@ -72,13 +72,16 @@ func newAgentMetrics(nodeName string, started time.Time) (*agentMetrics, error) 
 	return m, nil
 }
 
-// watchCertificate adds the client certificate's TTL when the agent
-// rotates it (as upstream, only then).
+// watchCertificate adds the client certificate's TTL and renewal errors
+// when the agent rotates it (as upstream, only then).
 func (a *agent) watchCertificate() error {
 	if a.certRotator == nil {
 		return nil
 	}
 	if err := server.RegisterClientCertificateTTL(a.metrics.reg, a.certRotator.Current, clock.RealClock{}); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := a.certRotator.RegisterMetrics(a.metrics.reg); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	return nil
