@@ -101,6 +101,9 @@ func TestMetricsMove(t *testing.T) {
 			t.Errorf("%s = %v (present %v), want at least %v", series, v, ok, min)
 		}
 	}
+	if missing := missingFamilies(m, mixinSeries); len(missing) > 0 {
+		t.Errorf("families the kubernetes-mixin reads are missing: %v", missing)
+	}
 	found := false
 	for series := range m {
 		if strings.HasPrefix(series, "kubernetes_build_info{") {
