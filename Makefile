@@ -72,7 +72,8 @@ down:
 	bash hack/local-down.sh
 
 run: up
-	bash hack/run-agent.sh
+	bash hack/run-agent.sh --background
+	$(GO) run ./hack/localenv demo --node $${NODE:-nodekit-node}
 
 clean: down
 	rm -rf _output/local

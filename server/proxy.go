@@ -148,9 +148,15 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 			closeBoth()
 		})
 	}
+	// buffered drains what the server read ahead, then reads client; a
+	// hijacker without a buffer (the WebSocket tunnel's) gives none.
+	var fromClient io.Reader = client
+	if buffered != nil {
+		fromClient = buffered
+	}
 	done := make(chan struct{}, 2)
 	go func() {
-		_, _ = io.Copy(toBackend, buffered) // buffered drains what was read ahead, then reads client
+		_, _ = io.Copy(toBackend, fromClient)
 		done <- struct{}{}
 	}()
 	go func() {

@@ -90,6 +90,15 @@ type Config struct {
 	// (streamingConnectionIdleTimeout). 0 means no idle limit; the
 	// server's 4-hour limit on every connection still applies.
 	StreamingIdleTimeout time.Duration
+	// TranslateWebSockets serves exec and attach callers of the WebSocket
+	// v5 protocol (v5.channel.k8s.io, with stream close) by translating to
+	// SPDY towards the runtime's streaming server, and port-forward
+	// callers of the WebSocket tunneling protocol by unwrapping their SPDY,
+	// as upstream's ExtendWebSocketsToKubelet. An agent that declares that
+	// node feature must set it: the API server then sends such callers
+	// (kubectl ≥ 1.30) to the node as they are, and the runtimes' streaming
+	// servers refuse them (403).
+	TranslateWebSockets bool
 
 	// Authenticator identifies callers (UnionAuthenticator of
 	// NewX509Authenticator and NewTokenReviewAuthenticator, as upstream).

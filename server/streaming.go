@@ -11,6 +11,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
+	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"google.golang.org/grpc/codes"
@@ -175,6 +177,22 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	s.serveStream(w, r, u, opts)
+}
+
+// serveStream connects an exec or attach caller to the runtime's
+// streaming server at u: a WebSocket v5 (stream-close) caller through a
+// WebSocket-to-SPDY translation when Config.TranslateWebSockets is on (the
+// runtimes' streaming servers speak SPDY and older WebSocket protocols
+// only, as upstream's ExtendWebSocketsToKubelet), anything else proxied
+// as it is.
+func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, u *url.URL, opts streamOptions) {
+	if s.cfg.TranslateWebSockets && wsstream.IsWebSocketRequestWithStreamCloseProtocol(r) {
+		apiproxy.NewStreamTranslatorHandler(u, nil, 0, apiproxy.Options{
+			Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr, Tty: opts.tty,
+		}).ServeHTTP(w, r)
+		return
+	}
 	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
 }
 
@@ -214,19 +232,22 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
+	opts.tty, opts.stderr = spec.TTY, opts.stderr && !spec.TTY
+	s.serveStream(w, r, u, opts)
 }
 
 // portForward serves GET and POST /portForward/{namespace}/{pod}[/{uid}].
 // SPDY clients choose ports per stream; WebSocket clients name them in the
-// query.
+// query, except those of the tunneling protocol (SPDY inside a WebSocket),
+// which with Config.TranslateWebSockets are unwrapped and proxied as SPDY.
 func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 	if !isUpgrade(r) {
 		http.Error(w, "Upgrade request required", http.StatusBadRequest)
 		return
 	}
+	tunnel := s.cfg.TranslateWebSockets && wsstream.IsWebSocketRequestWithTunnelingProtocol(r)
 	var ports []int32
-	if isWebSocket(r) {
+	if isWebSocket(r) && !tunnel {
 		var err error
 		if ports, err = parsePorts(r.URL.Query()); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -246,6 +267,12 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 	u, err := s.cfg.Streaming.PortForward(ctx, &runtimeapi.PortForwardRequest{PodSandboxId: rp.Sandboxes[0].ID.ID, Port: ports})
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if tunnel {
+		apiproxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
+		})).ServeHTTP(w, r)
 		return
 	}
 	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)

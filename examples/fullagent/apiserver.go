@@ -42,6 +42,10 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		Metrics: reg, ProbeMetrics: probeReg, MetricsRegisterer: reg, ContainerMetrics: cm,
 		Configz: configz,
 		Stats:   a.stats,
+		// The node declares ExtendWebSocketsToKubelet with the gate on
+		// (declaredfeatures.go): the API server then sends WebSocket v5
+		// exec/attach and tunneled port-forward callers here unchanged.
+		TranslateWebSockets: a.gates.Enabled("ExtendWebSocketsToKubelet"),
 	}
 	zpages(o, a.gates, &sc)
 	if err := servingConfig(ctx, cfg, &sc); err != nil {

@@ -1,10 +1,17 @@
 // Command localenv starts and stops nodekit's local development
 // environment: a detached etcd + kube-apiserver v1.37.2 on loopback ports
-// (internal/localcp) and, on the node side, the container runtime.
+// (internal/localcp), kube-controller-manager and kube-scheduler when
+// their binaries are built, and, on the node side, the container runtime.
 //
 //	go run ./hack/localenv up     [--dir DIR] [--node NAME]...
 //	go run ./hack/localenv down   [--dir DIR]
 //	go run ./hack/localenv status [--dir DIR]
+//	go run ./hack/localenv demo   [--dir DIR] [--node NAME]
+//
+// demo waits for the node (an agent hack/run-agent.sh started) to be
+// Ready, runs a demo static pod and a demo Deployment on it and waits for
+// both to be Running. down also stops an agent run-agent.sh --background
+// started (its pidfile DIR/agent/fullagent.pid).
 //
 // Both up and down are idempotent: up on a healthy environment says
 // "already up", down on a stopped one says "already down". The control plane
@@ -32,6 +39,7 @@ import (
 
 const (
 	defaultDir  = "_output/local"
+	defaultNode = "nodekit-node" // hack/run-agent.sh's default
 	stopTimeout = time.Minute
 )
 
@@ -54,6 +62,7 @@ func usage(w io.Writer) {
   localenv down   [--dir DIR]                   stop them; idempotent
   localenv status [--dir DIR]                   say whether they are up (exit 1 if not)
   localenv env    [--dir DIR] [--node NAME]     print shell exports for a running environment
+  localenv demo   [--dir DIR] [--node NAME]     run a demo static pod and Deployment on the node
 DIR defaults to %s.
 `, defaultDir)
 }
@@ -71,8 +80,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cmd == "up" || cmd == "env" {
 		fs.Var(&nodes, "node", "node name to create a client certificate and kubeconfig for (repeatable)")
 	}
+	demoNode := defaultNode
+	if cmd == "demo" {
+		fs.StringVar(&demoNode, "node", defaultNode, "the node to run the demo on")
+	}
 	switch cmd {
-	case "up", "down", "status", "env":
+	case "up", "down", "status", "env", "demo":
 	case "help", "-h", "--help":
 		usage(stdout)
 		return nil
@@ -93,6 +106,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return down(ctx, *dir, stdout)
 	case "env":
 		return envVars(ctx, *dir, nodes, stdout)
+	case "demo":
+		return demo(ctx, *dir, demoNode, stdout)
 	default:
 		return status(ctx, *dir, stdout)
 	}
@@ -128,6 +143,9 @@ func up(ctx context.Context, dir string, nodes []string, stdout, stderr io.Write
 		}
 		fmt.Fprintf(stdout, "control plane up at %s (logs in %s)\n", cp.URL, filepath.Join(cp.Dir, "logs"))
 	}
+	if err := upControllers(ctx, cp, stdout); err != nil {
+		return err
+	}
 	for _, n := range nodes {
 		path, err := cp.NodeKubeconfig(n)
 		if err != nil {
@@ -145,10 +163,13 @@ func up(ctx context.Context, dir string, nodes []string, stdout, stderr io.Write
 	return nil
 }
 
-// down stops the runtime, then the control plane.
+// down stops the agent, the runtime, then the control plane.
 func down(ctx context.Context, dir string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
+	if err := downAgent(ctx, dir, stdout); err != nil {
+		return err
+	}
 	if err := downRuntime(ctx, dir, stdout); err != nil {
 		return err
 	}
@@ -231,7 +252,8 @@ func runtimeDir(dir string) string {
 
 // envVars prints shell exports describing a running environment, for
 // scripts: the admin kubeconfig, the CRI endpoint, the node IP (the pod
-// bridge's gateway) and, per --node, that node's kubeconfig.
+// bridge's gateway), the cluster CA (which signs the API server's client
+// certificate for the node API) and, per --node, that node's kubeconfig.
 func envVars(ctx context.Context, dir string, nodes []string, stdout io.Writer) error {
 	cp, err := localcp.Attach(ctx, controlPlaneDir(dir))
 	if err != nil {
@@ -241,7 +263,8 @@ func envVars(ctx context.Context, dir string, nodes []string, stdout io.Writer) 
 	if err != nil {
 		return fmt.Errorf("containerd not up: %w", err)
 	}
-	fmt.Fprintf(stdout, "export KUBECONFIG=%s\nexport NODEKIT_CRI_ENDPOINT=%s\nexport NODEKIT_NODE_IP=%s\n", cp.AdminKubeconfig, c.Endpoint, c.Gateway)
+	fmt.Fprintf(stdout, "export KUBECONFIG=%s\nexport NODEKIT_CRI_ENDPOINT=%s\nexport NODEKIT_NODE_IP=%s\nexport NODEKIT_CA_FILE=%s\n",
+		cp.AdminKubeconfig, c.Endpoint, c.Gateway, cp.CAFile)
 	for _, n := range nodes {
 		path, err := cp.NodeKubeconfig(n)
 		if err != nil {
