@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
@@ -32,13 +33,6 @@ type Config struct {
 	Allowlist []string
 	// Clock stamps the records' lastUpdatedTime. Default: the real clock.
 	Clock clock.PassiveClock
-}
-
-// Image is an image the runtime holds, for Recover: its ID and the names
-// it is known by.
-type Image struct {
-	ID                    string
-	RepoTags, RepoDigests []string
 }
 
 // Verifier keeps the pull records and answers MustPull. Its methods are
@@ -111,7 +105,7 @@ func (v *Verifier) migrate(ctx context.Context) {
 // holds under the intent's name, so those images count as pulled by the
 // agent and every pod must show credentials for them. Call it once at
 // start-up, before the first pull.
-func (v *Verifier) Recover(ctx context.Context, images []Image) {
+func (v *Verifier) Recover(ctx context.Context, images []*runtimeapi.Image) {
 	logger := klog.FromContext(ctx)
 	left := map[string]bool{}
 	err := each(v.files.pulling, func(path string, b []byte) error {
@@ -128,12 +122,12 @@ func (v *Verifier) Recover(ctx context.Context, images []Image) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, img := range images {
-		for _, name := range slices.Concat(img.RepoDigests, img.RepoTags) {
+		for _, name := range slices.Concat(img.GetRepoDigests(), img.GetRepoTags()) {
 			if !left[name] {
 				continue
 			}
-			if err := v.mergeLocked(name, img.ID, nil); err != nil {
-				logger.Error(err, "Failed to write an image pulled record", "imageRef", img.ID)
+			if err := v.mergeLocked(name, img.GetId(), nil); err != nil {
+				logger.Error(err, "Failed to write an image pulled record", "imageRef", img.GetId())
 				continue
 			}
 			if err := v.files.deleteIntent(name); err != nil {
