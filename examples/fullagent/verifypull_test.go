@@ -93,6 +93,21 @@ func TestVerifiedPulls(t *testing.T) {
 		}
 	})
 
+	t.Run("the records survive a restart of the agent", func(t *testing.T) {
+		e.restartAgent(t)
+		e.createPod(t, pod("restart-no-secret", ""))
+		e.waitPod(t, "restart-no-secret", 90*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
+			return waitingReason("app", "ErrImagePull")(p) || waitingReason("app", "ImagePullBackOff")(p)
+		})
+		before := manifestRequests(t, private, repo)
+		e.createPod(t, pod("restart-secret", "regcred"))
+		e.waitPod(t, "restart-secret", 90*time.Second, "Running", running)
+		e.waitEvent(t, "restart-secret", "Pulled", `Container image "`+image+`" already present on machine and can be accessed by the pod`)
+		if after := manifestRequests(t, private, repo); after != before {
+			t.Errorf("manifest requests went from %d to %d: after the restart the pod with the secret pulled again", before, after)
+		}
+	})
+
 }
 
 // TestVerifiedPullsNeverVerify: with imagePullCredentialsVerificationPolicy
