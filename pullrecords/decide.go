@@ -82,7 +82,7 @@ func (v *Verifier) secretMatchesLocked(ctx context.Context, image, imageRef stri
 			// while the record is small enough to take it.
 			continue
 		}
-		if !(sameHash && sameSecret) && small {
+		if (!sameHash || !sameSecret) && small {
 			creds := &kubeletv1beta1.ImagePullCredentials{KubernetesSecrets: []kubeletv1beta1.ImagePullSecret{s}}
 			if err := v.mergeLocked(image, imageRef, creds); err != nil {
 				klog.FromContext(ctx).Error(err, "Failed to write an image pulled record", "image", image, "imageRef", imageRef)

@@ -97,10 +97,6 @@ func (f *files) writeRecord(rec *kubeletv1beta1.ImagePulledRecord) error {
 	return writeJSON(f.pulled, fileName(rec.ImageRef), rec)
 }
 
-func (f *files) deleteRecord(imageRef string) error {
-	return removeFile(filepath.Join(f.pulled, fileName(imageRef)))
-}
-
 // each calls fn with the path and content of every record file in dir
 // (not temporary files, not files of other programs) and returns the
 // errors of the files it could not read or fn refused, joined.
