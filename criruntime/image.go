@@ -111,11 +111,18 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 			policy = v1.PullAlways
 		}
 	}
+	podSecrets := secretCredentials(image, secrets)
 	switch {
-	case present && policy != v1.PullAlways:
+	case present && policy != v1.PullAlways && r.cfg.PullRecords == nil:
 		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", requested)
 		return st.GetImage(), nil
-	case !present && policy == v1.PullNever:
+	case present && policy != v1.PullAlways && !r.cfg.PullRecords.MustPull(ctx, requested, st.GetImage().GetId(), secretCoordinates(podSecrets), nil):
+		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine and can be accessed by the pod", requested)
+		return st.GetImage(), nil
+	case policy == v1.PullNever:
+		// Absent, or present but not for this pod's credentials: as
+		// upstream, the same answer, so that the image's presence is not
+		// revealed.
 		msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", requested)
 		r.events.Eventf(pod, v1.EventTypeWarning, "ErrImageNeverPull", "%s", msg)
 		return nil, fail(nodekit.ErrImageNeverPull, msg, nil)
@@ -124,15 +131,27 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	// As upstream, Pulling is reported when the pull is asked for, before
 	// any wait for a turn; Pulled gives the pull's own time and the time
 	// including that wait.
-	creds := r.pullCredentials(ctx, pod, image, secrets)
+	creds := r.pullCredentials(ctx, pod, image, podSecrets)
+	if rec := r.cfg.PullRecords; rec != nil {
+		if err := rec.RecordIntent(ctx, requested); err != nil {
+			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", requested, err)
+			return nil, fail(nodekit.ErrImagePull, msg, err)
+		}
+	}
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulling", "Pulling image %q", requested)
 	asked := r.cfg.Clock.Now()
-	res, err := r.pullImage(ctx, spec, creds, sandbox) // pull.go
+	res, err := r.pullImage(ctx, spec, authConfigs(creds), sandbox) // pull.go
 	if err != nil {
+		if rec := r.cfg.PullRecords; rec != nil {
+			rec.RecordFailed(ctx, requested)
+		}
 		// Upstream's event names the image; the status message is the
 		// pull's error alone (the back-off's message repeats it).
 		r.events.Eventf(pod, v1.EventTypeWarning, "Failed", "Failed to pull image %q: %v", requested, err)
 		return nil, fail(nodekit.ErrImagePull, err.Error(), err)
+	}
+	if rec := r.cfg.PullRecords; rec != nil {
+		rec.RecordPulled(ctx, requested, res.image.GetId(), pulledWith(creds, res.cred))
 	}
 	r.metrics.ObserveImagePull(pod.UID, res.image.GetSize(), asked, r.cfg.Clock.Now())
 	r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Successfully pulled image %q in %v (%v including waiting). Image size: %v bytes.",
@@ -141,37 +160,42 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 }
 
 // pullCredentials are the credentials to pull image with, in upstream's
-// order: the pod's pull secrets that match the image's registry, then
-// Config.Credentials' (the credential provider plugins), which are asked
-// about the image's repository without tag or digest, as kubelet asks.
-func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string, secrets []v1.Secret) []*runtimeapi.AuthConfig {
-	creds := credentialsFor(image, secrets)
+// order: the pod's pull secrets that match the image's registry (given),
+// then Config.Credentials' (the credential provider plugins), which are
+// asked about the image's repository without tag or digest, as kubelet
+// asks.
+func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string, podSecrets []sourcedAuth) []sourcedAuth {
+	creds := podSecrets
 	if r.cfg.Credentials != nil {
-		creds = append(creds, r.cfg.Credentials.Lookup(ctx, repositoryOf(image), pod)...)
+		for _, a := range r.cfg.Credentials.Lookup(ctx, repositoryOf(image), pod) {
+			creds = append(creds, sourcedAuth{auth: a, plugin: true})
+		}
 	}
 	return creds
 }
 
-// pull tries each credential in turn and returns the first success; with
-// no credentials it pulls anonymously. As upstream, an image with
+// pull tries each credential in turn and returns the first success and
+// the index of the credential that pulled (-1: anonymous); with no
+// credentials it pulls anonymously. As upstream, an image with
 // credentials is not then tried anonymously, and the error of the failed
 // tries is their aggregate (one error's own message when there was one).
-func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, error) {
+func (r *Runtime) pull(ctx context.Context, spec *runtimeapi.ImageSpec, creds []*runtimeapi.AuthConfig, sandbox *runtimeapi.PodSandboxConfig) (string, int, error) {
 	if len(creds) == 0 {
-		return r.is.PullImage(ctx, spec, nil, sandbox)
+		ref, err := r.is.PullImage(ctx, spec, nil, sandbox)
+		return ref, -1, err
 	}
 	var errs []error
-	for _, auth := range creds {
+	for i, auth := range creds {
 		ref, err := r.is.PullImage(ctx, spec, auth, sandbox)
 		if err == nil {
-			return ref, nil
+			return ref, i, nil
 		}
 		errs = append(errs, err)
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return "", utilerrors.NewAggregate(errs)
+	return "", -1, utilerrors.NewAggregate(errs)
 }
 
 // repositoryOf is image's repository, fully qualified and without tag or
@@ -207,6 +231,7 @@ type dockerAuth struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
 	Auth     string `json:"auth"`
+	Email    string `json:"email"`
 }
 
 // registryOf returns the registry host of an image reference, with Docker
@@ -223,22 +248,15 @@ func registryOf(image string) string {
 // matches the image's registry (host, optionally with a scheme or path, as
 // docker config keys are written).
 func credentialsFor(image string, secrets []v1.Secret) []*runtimeapi.AuthConfig {
+	return authConfigs(secretCredentials(image, secrets))
+}
+
+// secretCredentials is credentialsFor with each config's secret.
+func secretCredentials(image string, secrets []v1.Secret) []sourcedAuth {
 	want := registryOf(image)
-	var out []*runtimeapi.AuthConfig
+	var out []sourcedAuth
 	for i := range secrets {
-		var auths map[string]dockerAuth
-		if b, ok := secrets[i].Data[v1.DockerConfigJsonKey]; ok {
-			var dc dockerConfig
-			if json.Unmarshal(b, &dc) != nil {
-				continue
-			}
-			auths = dc.Auths
-		} else if b, ok := secrets[i].Data[v1.DockerConfigKey]; ok {
-			if json.Unmarshal(b, &auths) != nil {
-				continue
-			}
-		}
-		for key, a := range auths {
+		for key, a := range dockerAuths(&secrets[i]) {
 			host := strings.TrimPrefix(strings.TrimPrefix(key, "https://"), "http://")
 			host, _, _ = strings.Cut(host, "/")
 			if host == "index.docker.io" || host == "registry-1.docker.io" {
@@ -256,8 +274,31 @@ func credentialsFor(image string, secrets []v1.Secret) []*runtimeapi.AuthConfig 
 			// No ServerAddress, as upstream's keyring leaves it: the
 			// runtime would then keep the credentials from every host
 			// but that one, a registry mirror included.
-			out = append(out, &runtimeapi.AuthConfig{Username: user, Password: pass})
+			out = append(out, sourcedAuth{
+				auth:   &runtimeapi.AuthConfig{Username: user, Password: pass},
+				secret: &secrets[i], hash: credentialHash(user, pass, a.Email),
+			})
 		}
 	}
 	return out
+}
+
+// dockerAuths is the docker config of a kubernetes.io/dockerconfigjson or
+// kubernetes.io/dockercfg secret; nil for other secrets and bad content.
+func dockerAuths(s *v1.Secret) map[string]dockerAuth {
+	if b, ok := s.Data[v1.DockerConfigJsonKey]; ok {
+		var dc dockerConfig
+		if json.Unmarshal(b, &dc) != nil {
+			return nil
+		}
+		return dc.Auths
+	}
+	if b, ok := s.Data[v1.DockerConfigKey]; ok {
+		var auths map[string]dockerAuth
+		if json.Unmarshal(b, &auths) != nil {
+			return nil
+		}
+		return auths
+	}
+	return nil
 }

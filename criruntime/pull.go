@@ -68,6 +68,8 @@ type pulled struct {
 	// took is the pull itself plus the size lookup, without the time
 	// spent waiting for a turn.
 	took time.Duration
+	// cred is the index of the credential that pulled; -1: anonymous.
+	cred int
 }
 
 // pullImage waits for a pull slot, takes a rate-limit token, then pulls
@@ -92,7 +94,7 @@ func (r *Runtime) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, cre
 		pctx, cancel = context.WithTimeout(ctx, p.deadline)
 		defer cancel()
 	}
-	ref, err := r.pull(pctx, spec, creds, sandbox)
+	ref, cred, err := r.pull(pctx, spec, creds, sandbox)
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
 			image := spec.UserSpecifiedImage
@@ -109,7 +111,7 @@ func (r *Runtime) pullImage(ctx context.Context, spec *runtimeapi.ImageSpec, cre
 	if st, err := r.is.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: ref}, false); err == nil && st.GetImage() != nil {
 		img = st.GetImage()
 	}
-	return &pulled{image: img, took: p.clock.Since(start)}, nil
+	return &pulled{image: img, took: p.clock.Since(start), cred: cred}, nil
 }
 
 // deadlineError is a pull that ran out of Config.PullDeadline; it is a

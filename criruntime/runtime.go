@@ -78,6 +78,13 @@ type Config struct {
 	// provider plugins (package credentialprovider's Keyring). They are
 	// tried after the secrets' that match, as upstream.
 	Credentials CredentialLookup
+	// PullRecords, when set, verifies pull credentials for images already
+	// on the node (KubeletEnsureSecretPulledImages): a pod with pull
+	// policy IfNotPresent or Never uses a present image only when
+	// PullRecords.MustPull says so; otherwise it pulls with its own
+	// credentials, or with Never fails with ErrImageNeverPull. Every pull
+	// is recorded. Nil: a present image is used by any pod.
+	PullRecords PullRecords
 
 	// RootDir is the agent's root directory (kubelet's --root-dir).
 	// Localhost seccomp profiles are read from RootDir/seccomp, and the

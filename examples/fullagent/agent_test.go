@@ -39,6 +39,7 @@ type env struct {
 	podLogs     string
 	cancelAgent context.CancelFunc
 	agentDone   chan error
+	opts        *options // the running agent's, for restartAgent
 }
 
 // envOption changes a test agent's configuration: extra
@@ -110,21 +111,39 @@ authentication:
 			op.before(e)
 		}
 	}
-	actx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	e.cancelAgent, e.agentDone = cancel, make(chan error, 1)
-	go func() { e.agentDone <- run(actx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-e.agentDone:
-			if err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop within 30s")
-		}
-	})
+	e.opts = o
+	e.startAgent()
+	t.Cleanup(func() { e.stopAgent(t) })
 	return e
+}
+
+// startAgent runs the agent with e's options until stopAgent.
+func (e *env) startAgent() {
+	actx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	done := make(chan error, 1)
+	e.cancelAgent, e.agentDone = cancel, done
+	go func() { done <- run(actx, e.opts) }()
+}
+
+// stopAgent stops the agent and waits for it (30s at most).
+func (e *env) stopAgent(t *testing.T) {
+	e.cancelAgent()
+	select {
+	case err := <-e.agentDone:
+		if err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("agent did not stop within 30s")
+	}
+}
+
+// restartAgent stops the agent and starts a new one over the same root
+// dir, runtime and API server, as a restart of the node agent.
+func (e *env) restartAgent(t *testing.T) {
+	t.Helper()
+	e.stopAgent(t)
+	e.startAgent()
 }
 
 func extraConfig(opts []envOption) string {

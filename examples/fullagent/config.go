@@ -90,6 +90,10 @@ func implementedGates() map[string]string {
 		// Off, no container restarts all the others; pods asking for it
 		// are refused rather than run with the rule ignored.
 		"RestartAllContainersOnContainerExits": "off: pods with a RestartAllContainers rule fail admission (PodFeatureUnsupported) and the feature is not declared",
+		// Off, no pull records are kept and a present image is used by
+		// any pod, as kubelet without the gate (the policy fields must be
+		// unset then).
+		"KubeletEnsureSecretPulledImages": "off: no image pull records; a present image serves any pod (imagePullCredentialsVerificationPolicy must be unset)",
 		// Off (the default), the generic PLEG relists alone every second.
 		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
@@ -27,6 +29,7 @@ import (
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/pullrecords"
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
@@ -54,6 +57,10 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	if err != nil {
 		return nil, err
 	}
+	records, err := pullRecords(ctx, o, cfg, a.gates)
+	if err != nil {
+		return nil, err
+	}
 	maxPulls := 0
 	if cfg.MaxParallelImagePulls != nil {
 		maxPulls = int(*cfg.MaxParallelImagePulls)
@@ -66,9 +73,19 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
 		DisableCPUCFSQuota: !*cfg.CPUCFSQuota, Metrics: a.metrics, Credentials: creds,
+		PullRecords: records,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
+	}
+	if records != nil {
+		// As kubelet at start-up: intents a previous run left (it stopped
+		// mid-pull) become records for the images that arrived.
+		imgs, err := a.runtime.ListImages(ctx)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Failed to list images for the image pull records")
+		}
+		records.Recover(ctx, imgs)
 	}
 	if cfg.CgroupDriver, err = cgroupDriverFromRuntime(ctx, a.runtime, cfg.CgroupDriver, cgroupDriverRetry); err != nil {
 		return nil, err
@@ -84,6 +101,22 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	cache := pleg.NewCache()
 	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
 	return cache, nil
+}
+
+// pullRecords opens the image pull records under the root dir when
+// KubeletEnsureSecretPulledImages is on (kubeletconfig has checked the
+// policy and the allowlist against the gate); nil when it is off, and a
+// present image is then used by any pod, as kubelet without the gate.
+func pullRecords(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*pullrecords.Verifier, error) {
+	if !gates.Enabled("KubeletEnsureSecretPulledImages") {
+		return nil, nil
+	}
+	v, err := pullrecords.New(ctx, pullrecords.Config{RootDir: o.rootDir,
+		Policy: cfg.ImagePullCredentialsVerificationPolicy, Allowlist: cfg.PreloadedImagesVerificationAllowlist})
+	if err != nil {
+		return nil, fmt.Errorf("image pull records (imagePullCredentialsVerificationPolicy, preloadedImagesVerificationAllowlist): %w", err)
+	}
+	return v, nil
 }
 
 // credentialProviders loads the image credential provider plugins when
