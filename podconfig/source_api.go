@@ -79,6 +79,21 @@ func (s *APISource) Run(ctx context.Context, out chan<- nodekit.PodUpdate) error
 			return w, err
 		},
 	}
+	store := s.newStore(ctx, out)
+	// A fake clientset cannot stream a watch-list; the wrapper lets the
+	// reflector know and list instead.
+	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.client), &v1.Pod{}, store, cache.ReflectorOptions{
+		Name:    "podconfig api source",
+		Logger:  &logger,
+		Backoff: s.backoff,
+	})
+	r.RunWithContext(ctx)
+	return ctx.Err()
+}
+
+// newStore returns the reflector's store, which turns the reflector's calls
+// into updates on out.
+func (s *APISource) newStore(ctx context.Context, out chan<- nodekit.PodUpdate) cache.ReflectorStore {
 	push := func(objs []any) {
 		set := make([]*v1.Pod, 0, len(objs))
 		for _, o := range objs {
@@ -96,14 +111,5 @@ func (s *APISource) Run(ctx context.Context, out chan<- nodekit.PodUpdate) error
 		case <-ctx.Done():
 		}
 	}
-	store := cache.NewUndeltaStore(push, cache.MetaNamespaceKeyFunc)
-	// A fake clientset cannot stream a watch-list; the wrapper lets the
-	// reflector know and list instead.
-	r := cache.NewReflectorWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, s.client), &v1.Pod{}, store, cache.ReflectorOptions{
-		Name:    "podconfig api source",
-		Logger:  &logger,
-		Backoff: s.backoff,
-	})
-	r.RunWithContext(ctx)
-	return ctx.Err()
+	return cache.NewUndeltaStore(push, cache.MetaNamespaceKeyFunc)
 }
