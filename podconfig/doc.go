@@ -19,6 +19,20 @@
 // versioned, checksummed, mode 0600 as it holds Secrets) so that an agent
 // started while the API server is unreachable runs its pods from it.
 //
+// Cost and ownership. The API source sends a SET only for a list (the
+// first, and a re-list after a watch could not be resumed, which catches
+// deletions missed during an outage); each watch event in between is an ADD,
+// UPDATE or REMOVE of one pod, dropped when its resourceVersion is not newer
+// than the one sent. The merger's work for an increment is O(1) in the
+// number of pods; a SET (lists, the file and HTTP sources) is diffed
+// against the source's pods in O(n). Who owns what: a source gives the pods
+// of an update away and never reads them again (the API source sends the
+// objects the reflector decoded, uncopied, and keeps only their UIDs and
+// resourceVersions); the merger annotates and keeps them as its state,
+// which nothing else reads; every pod it emits is a deep copy the receiver
+// owns and may change, the one copy a pod costs on its way through. The
+// checkpoint source keeps copies of its own (without managedFields).
+//
 // It does not run pods, admit them, create mirror pods or publish status;
 // it never writes to the API server. A vendor's own source (an MQTT topic, a
 // local database) is any nodekit.Source handed to New.

@@ -92,6 +92,42 @@ type sourceState struct {
 	pods     map[types.UID]*v1.Pod // pods in force, owned by the merger
 	shadowed map[types.UID]shadowedPod
 	seen     bool // has sent a SET
+
+	// named and names index the non-mirror pods of pods by namespace/name
+	// (a pod's UID -> the name it was counted under; name -> how many),
+	// so that freeing a name costs O(1), not a scan of the source's pods.
+	named map[types.UID]string
+	names map[string]int
+}
+
+func newSourceState() *sourceState {
+	return &sourceState{pods: map[types.UID]*v1.Pod{}, shadowed: map[types.UID]shadowedPod{}, named: map[types.UID]string{}, names: map[string]int{}}
+}
+
+// put makes pod one of the source's pods in force.
+func (st *sourceState) put(pod *v1.Pod) {
+	if _, ok := st.pods[pod.UID]; !ok && !podutil.IsMirror(pod) {
+		name := podutil.NamespacedKey(pod)
+		st.named[pod.UID] = name
+		st.names[name]++
+	}
+	st.pods[pod.UID] = pod
+}
+
+// drop removes the pod with uid from the source's pods in force, if there.
+func (st *sourceState) drop(uid types.UID) (*v1.Pod, bool) {
+	pod, ok := st.pods[uid]
+	if !ok {
+		return nil, false
+	}
+	delete(st.pods, uid)
+	if name, counted := st.named[uid]; counted {
+		delete(st.named, uid)
+		if st.names[name]--; st.names[name] <= 0 {
+			delete(st.names, name)
+		}
+	}
+	return pod, true
 }
 
 // shadowedPod is a pod dropped because another source has its name; it is
@@ -246,7 +282,7 @@ func (m *Merger) Merge(ctx context.Context, u nodekit.PodUpdate) []nodekit.PodUp
 	defer m.mu.Unlock()
 	st := m.state[u.Source]
 	if st == nil {
-		st = &sourceState{pods: map[types.UID]*v1.Pod{}, shadowed: map[types.UID]shadowedPod{}}
+		st = newSourceState()
 		m.state[u.Source] = st
 	}
 	r := mergeRun{m: m, logger: logger, source: u.Source, st: st}
@@ -316,6 +352,8 @@ func (r *mergeRun) set(pods []*v1.Pod) {
 	oldPods, oldShadowed := r.st.pods, r.st.shadowed
 	r.st.pods = make(map[types.UID]*v1.Pod, len(pods))
 	r.st.shadowed = map[types.UID]shadowedPod{}
+	r.st.named = make(map[types.UID]string, len(pods))
+	r.st.names = make(map[string]int, len(pods))
 	for _, pod := range pods {
 		r.admit(pod, oldPods, oldShadowed)
 	}
@@ -341,7 +379,7 @@ func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map
 	ref.Annotations[ConfigSourceAnnotation] = r.source
 
 	if existing, ok := old[ref.UID]; ok {
-		r.st.pods[ref.UID] = existing
+		r.st.put(existing)
 		switch mergeInto(existing, ref) {
 		case specChanged:
 			r.updates = append(r.updates, existing)
@@ -370,14 +408,13 @@ func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map
 		r.m.owners[name] = r.source
 	}
 	ref.Annotations[ConfigSeenAnnotation] = r.m.clock.Now().Format(seenTimeLayout)
-	r.st.pods[ref.UID] = ref
+	r.st.put(ref)
 	r.adds = append(r.adds, ref)
 }
 
 // remove drops the pod with uid from the source.
 func (r *mergeRun) remove(uid types.UID) {
-	if pod, ok := r.st.pods[uid]; ok {
-		delete(r.st.pods, uid)
+	if pod, ok := r.st.drop(uid); ok {
 		r.removes = append(r.removes, pod)
 		r.release(pod)
 		return
@@ -392,10 +429,8 @@ func (r *mergeRun) release(gone *v1.Pod) {
 	if r.m.owners[name] != r.source {
 		return
 	}
-	for _, pod := range r.st.pods {
-		if podutil.NamespacedKey(pod) == name && !podutil.IsMirror(pod) {
-			return
-		}
+	if r.st.names[name] > 0 {
+		return
 	}
 	delete(r.m.owners, name)
 
@@ -417,7 +452,7 @@ func (r *mergeRun) release(gone *v1.Pod) {
 	delete(st.shadowed, best.pod.UID)
 	r.m.owners[name] = bestSource
 	best.pod.Annotations[ConfigSeenAnnotation] = r.m.clock.Now().Format(seenTimeLayout)
-	st.pods[best.pod.UID] = best.pod
+	st.put(best.pod)
 	r.promoted = append(r.promoted, promotion{source: bestSource, pod: best.pod})
 	r.logger.Info("Adding pod whose namespace/name is free again", "pod", klog.KObj(best.pod), "source", bestSource)
 }

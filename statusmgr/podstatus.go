@@ -108,6 +108,11 @@ type Manager struct {
 	mu      sync.Mutex
 	entries map[types.UID]*podEntry
 	notify  chan struct{}
+	// dirty holds the pods SyncOnce must look at: a new version, a change
+	// of deletion or reclaim, a failed write, or a static pod (whose mirror
+	// may come and go). A sync that leaves a pod settled takes it out, so
+	// SyncOnce costs O(changed pods), not O(pods).
+	dirty map[types.UID]struct{}
 
 	// syncMu serializes publication; sent is only touched under it.
 	syncMu sync.Mutex
@@ -152,6 +157,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		clock:   cfg.Clock,
 		entries: map[types.UID]*podEntry{},
 		notify:  make(chan struct{}, 1),
+		dirty:   map[types.UID]struct{}{},
 		sent:    map[types.UID]uint64{},
 	}, nil
 }
@@ -276,6 +282,7 @@ func (m *Manager) PodResourcesReclaimed(uid types.UID) error {
 	}
 	if !e.reclaimed {
 		e.reclaimed = true
+		m.dirty[uid] = struct{}{}
 		m.signal()
 	}
 	return nil
@@ -302,6 +309,7 @@ func (m *Manager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
 	for uid := range m.entries {
 		if !keep[uid] {
 			delete(m.entries, uid)
+			delete(m.dirty, uid)
 		}
 	}
 }
@@ -357,6 +365,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 		hadDeletion := e.pod.DeletionTimestamp != nil
 		e.pod = podCopy
 		if podCopy.DeletionTimestamp != nil && !hadDeletion {
+			m.dirty[pod.UID] = struct{}{}
 			m.signal()
 		}
 		return nil
@@ -368,6 +377,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 	e.pod = podCopy
 	e.status = status
 	e.version++
+	m.dirty[pod.UID] = struct{}{}
 	m.signal()
 	return nil
 }

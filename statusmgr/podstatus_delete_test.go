@@ -1,6 +1,8 @@
 package statusmgr
 
 import (
+	"maps"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -178,5 +180,90 @@ func TestStaticPodIgnoresAStaleMirror(t *testing.T) {
 	}
 	if got, _ := m.GetPodStatus(static.UID); got.Phase != v1.PodRunning {
 		t.Errorf("phase = %s, want Running (the stale mirror's Failed does not apply)", got.Phase)
+	}
+}
+
+// SyncOnce looks only at the pods that changed since they were last
+// published (a new version, a reclaim), so a sync costs O(changed pods);
+// Resync looks at every pod. A finished, reclaimed pod stays looked at while
+// its deletion can show first in Config.Pods.
+func TestSyncOnceLooksAtChangedPodsOnly(t *testing.T) {
+	var mu sync.Mutex
+	lookups := map[types.UID]int{}
+	apiPods := map[types.UID]*v1.Pod{}
+	getter := PodGetterFunc(func(uid types.UID) (*v1.Pod, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups[uid]++
+		p, ok := apiPods[uid]
+		return p, ok
+	})
+	took := func() map[types.UID]int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := lookups
+		lookups = map[types.UID]int{}
+		return out
+	}
+	m, sink, _ := newTestManager(t, Config{Pods: getter})
+	var pods []*v1.Pod
+	for _, name := range []string{"a", "b", "c"} {
+		p := testPod(name, "c")
+		p.Spec.RestartPolicy = v1.RestartPolicyNever
+		pods = append(pods, p)
+		mu.Lock()
+		apiPods[p.UID] = p
+		mu.Unlock()
+		mustSet(t, m, p, runningStatus(running("c", false)))
+	}
+	mustSync(t, m)
+	if got := len(sink.takeSets()); got != 3 {
+		t.Fatalf("first sync published %d statuses, want 3", got)
+	}
+	took()
+
+	mustSet(t, m, pods[1], runningStatus(running("c", true)))
+	mustSync(t, m)
+	if got, want := took(), map[types.UID]int{pods[1].UID: 1}; !maps.Equal(got, want) {
+		t.Errorf("SyncOnce after one change looked up %v, want %v", got, want)
+	}
+	if got := sink.takeSets(); len(got) != 1 || got[0].uid != pods[1].UID {
+		t.Errorf("SyncOnce after one change published %v, want b's status", got)
+	}
+	mustSync(t, m)
+	if got := took(); len(got) != 0 {
+		t.Errorf("SyncOnce with nothing changed looked up %v", got)
+	}
+	if err := m.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := took(); len(got) != 3 {
+		t.Errorf("Resync looked up %v, want all 3 pods", got)
+	}
+
+	// c finishes and is reclaimed; it is deleted in the API later, which
+	// only the getter shows.
+	mustSet(t, m, pods[2], v1.PodStatus{Phase: v1.PodSucceeded, ContainerStatuses: []v1.ContainerStatus{exited("c", 0)}})
+	if err := m.PodResourcesReclaimed(pods[2].UID); err != nil {
+		t.Fatal(err)
+	}
+	mustSync(t, m)
+	mustSync(t, m)
+	if d := sink.deleted(); len(d) != 0 {
+		t.Fatalf("deleted before its deletion: %v", d)
+	}
+	deleted := pods[2].DeepCopy()
+	deleted.DeletionTimestamp = &metav1.Time{Time: t0}
+	mu.Lock()
+	apiPods[deleted.UID] = deleted
+	mu.Unlock()
+	mustSync(t, m)
+	if d := sink.deleted(); len(d) != 1 || d[0] != deleted.UID {
+		t.Fatalf("DeletePod calls %v after the deletion showed in the getter, want c's", d)
+	}
+	took()
+	mustSync(t, m)
+	if got := took(); len(got) != 0 {
+		t.Errorf("SyncOnce after the delete looked up %v", got)
 	}
 }

@@ -85,7 +85,8 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 
-	jobs, live := m.plan(all)
+	jobs, live, visited := m.plan(all)
+	defer m.settle(visited)
 	var errs []error
 	for _, j := range jobs {
 		if err := ctx.Err(); err != nil {
@@ -127,17 +128,72 @@ type entrySnapshot struct {
 	reclaimed bool
 }
 
-// plan decides what to publish and delete. The getters are called without
-// the manager's lock. live holds the UIDs statuses are published under.
-func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
+// visit is a pod a sync looked at, and whether it stays dirty whatever the
+// sync's outcome.
+type visit struct {
+	uid     types.UID
+	target  types.UID // where its status goes; "" if it waits for a mirror
+	version uint64
+	keep    bool
+}
+
+// snapshot reads the entries a sync looks at: all of them, or the dirty
+// ones.
+func (m *Manager) snapshot(all bool) []entrySnapshot {
 	m.mu.Lock()
-	snap := make([]entrySnapshot, 0, len(m.entries))
-	for uid, e := range m.entries {
-		if !e.deleted {
+	defer m.mu.Unlock()
+	var snap []entrySnapshot
+	add := func(uid types.UID, e *podEntry) {
+		if e != nil && !e.deleted {
 			snap = append(snap, entrySnapshot{uid, e.pod, e.status, e.version, e.reclaimed})
+		} else {
+			delete(m.dirty, uid)
 		}
 	}
-	m.mu.Unlock()
+	if all {
+		snap = make([]entrySnapshot, 0, len(m.entries))
+		for uid, e := range m.entries {
+			add(uid, e)
+		}
+		return snap
+	}
+	snap = make([]entrySnapshot, 0, len(m.dirty))
+	for uid := range m.dirty {
+		add(uid, m.entries[uid])
+	}
+	return snap
+}
+
+// settle takes out of the dirty set the pods a sync left with nothing to
+// do: their version (unchanged since) accepted by the sink, not static (a
+// mirror may appear or be replaced without a call to the manager), not
+// reclaimed while Config.Pods may show their deletion first. Called with
+// syncMu held.
+func (m *Manager) settle(visited []visit) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range visited {
+		e := m.entries[v.uid]
+		if e == nil || e.deleted {
+			delete(m.dirty, v.uid)
+			continue
+		}
+		// With Config.Pods, a reclaimed pod's deletion may show there first.
+		if v.keep || v.target == "" || e.version != v.version || (e.reclaimed && m.pods != nil) {
+			continue
+		}
+		if sent, ok := m.sent[v.target]; ok && sent >= v.version {
+			delete(m.dirty, v.uid)
+		}
+	}
+}
+
+// plan decides what to publish and delete. The getters are called without
+// the manager's lock. live holds the UIDs statuses are published under;
+// visited, the pods looked at.
+func (m *Manager) plan(all bool) ([]job, map[types.UID]bool, []visit) {
+	snap := m.snapshot(all)
+	visited := make([]visit, 0, len(snap))
 
 	live := make(map[types.UID]bool, len(snap))
 	var jobs []job
@@ -152,6 +208,7 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 			}
 		}
 		static := podutil.IsStatic(s.pod)
+		visited = append(visited, visit{uid: s.uid, version: s.version, keep: static})
 		target := pod
 		if static && m.mirrors != nil {
 			// With mirror pods (an API server), a static pod's status goes to
@@ -164,6 +221,7 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 			}
 			target, api = mp, mp
 		}
+		visited[len(visited)-1].target = target.UID
 		live[target.UID] = true
 		sent, ok := m.sent[target.UID]
 		publish := !ok || sent < s.version
@@ -178,7 +236,7 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool) {
 	slices.SortFunc(jobs, func(a, b job) int {
 		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.uid, b.uid))
 	})
-	return jobs, live
+	return jobs, live, visited
 }
 
 // matchesAPI reports whether the API server's status agrees with ours on
