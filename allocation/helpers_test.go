@@ -33,6 +33,12 @@ func reqs(requests, limits string) v1.ResourceRequirements {
 	return v1.ResourceRequirements{Requests: list(requests), Limits: list(limits)}
 }
 
+// podLevel is pod-level resources (spec.resources).
+func podLevel(requests, limits string) *v1.ResourceRequirements {
+	r := reqs(requests, limits)
+	return &r
+}
+
 // ctr is a container with resources and resize policies ("memory" or
 // "cpu" restart the container).
 func ctr(name string, r v1.ResourceRequirements, restartOn ...v1.ResourceName) v1.Container {
