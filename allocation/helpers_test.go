@@ -74,10 +74,11 @@ func running(pod *v1.Pod, names ...string) *nodekit.PodStatus {
 
 // recorder records the actuator's calls in order.
 type recorder struct {
-	mu     sync.Mutex
-	calls  []string
-	usage  map[string]uint64
-	failOn string
+	mu       sync.Mutex
+	calls    []string
+	usage    map[string]uint64
+	podUsage uint64
+	failOn   string
 }
 
 func (r *recorder) add(s string) {
@@ -100,6 +101,14 @@ func (r *recorder) EnsurePod(_ context.Context, pod *v1.Pod) (string, error) {
 		cpu.Add(*c.Resources.Limits.Cpu())
 		mem.Add(*c.Resources.Limits.Memory())
 	}
+	if pl := pod.Spec.Resources; pl != nil {
+		if q, ok := pl.Limits[v1.ResourceCPU]; ok {
+			cpu = q
+		}
+		if q, ok := pl.Limits[v1.ResourceMemory]; ok {
+			mem = q
+		}
+	}
 	r.add(fmt.Sprintf("pod cpu=%s mem=%s", cpu.String(), mem.String()))
 	return "/kubepods/pod" + string(pod.UID), nil
 }
@@ -112,7 +121,15 @@ func (r *recorder) ContainerMemoryUsage(_ context.Context, id nodekit.ContainerI
 	return u, nil
 }
 
+func (r *recorder) PodMemoryUsage(context.Context, *v1.Pod) (uint64, error) {
+	if r.podUsage == 0 {
+		return 0, fmt.Errorf("no pod stats")
+	}
+	return r.podUsage, nil
+}
+
 var (
+	_ allocation.PodMemoryUsage   = (*recorder)(nil)
 	_ allocation.ContainerUpdater = (*recorder)(nil)
 	_ allocation.PodCgroup        = (*recorder)(nil)
 	_ allocation.MemoryUsage      = (*recorder)(nil)
