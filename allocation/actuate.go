@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/nodekit/nodekit"
 )
@@ -32,6 +33,13 @@ type MemoryUsage interface {
 	ContainerMemoryUsage(ctx context.Context, id nodekit.ContainerID) (uint64, error)
 }
 
+// PodMemoryUsage reads the memory usage of a pod's cgroup in bytes
+// (cgroupmgr.Manager implements it). Nil: a decrease of the pod's memory
+// limit is not checked against the pod's usage, and the kernel decides.
+type PodMemoryUsage interface {
+	PodMemoryUsage(ctx context.Context, pod *v1.Pod) (uint64, error)
+}
+
 // Actuator carries out a Plan in upstream's order: memory first, then CPU;
 // for each, the pod cgroup before the containers when the pod's total
 // grows and after them when it shrinks; among the containers, decreases
@@ -42,6 +50,7 @@ type Actuator struct {
 	Containers ContainerUpdater
 	PodCgroup  PodCgroup
 	Usage      MemoryUsage
+	PodUsage   PodMemoryUsage
 	Actuated   *Store
 }
 
@@ -50,22 +59,29 @@ type Actuator struct {
 // actuated: they start with the allocation) and an error naming what
 // failed; the error's message becomes PodResizeInProgress's.
 func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, error) {
-	if err := a.checkMemoryDecrease(ctx, plan.Memory); err != nil {
-		return nil, err
-	}
 	// The pod as it runs now: changed containers at their actuated
-	// resources, the others at the allocation; and after the memory step:
-	// memory at the allocation, CPU still as now.
+	// resources, the others at the allocation, the pod-level resources as
+	// actuated; and after the memory step: memory at the allocation, CPU
+	// still as now.
 	changed := append(append(append([]ContainerChange{}, plan.Memory...), plan.CPU...), plan.Restart...)
 	now, afterMem := pod.DeepCopy(), pod.DeepCopy()
 	setContainer(now, changed, func(ch ContainerChange) v1.ResourceRequirements { return ch.Current })
 	setContainer(afterMem, changed, func(ch ContainerChange) v1.ResourceRequirements {
 		return mix(ch.Desired, ch.Current, v1.ResourceCPU)
 	})
-	if err := a.step(ctx, now, afterMem, v1.ResourceMemory, plan.Memory); err != nil {
+	if plan.PodLevel {
+		now.Spec.Resources = plan.PodCurrent.DeepCopy()
+		afterMem.Spec.Resources = mixPodLevel(plan.PodDesired, plan.PodCurrent, v1.ResourceCPU)
+	}
+	if len(plan.Memory) > 0 || len(plan.Restart) > 0 {
+		if err := a.checkMemoryDecrease(ctx, now, pod, plan.Memory); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.step(ctx, now, afterMem, v1.ResourceMemory, plan.Memory, plan.PodLevel); err != nil {
 		return nil, err
 	}
-	if err := a.step(ctx, afterMem, pod, v1.ResourceCPU, plan.CPU); err != nil {
+	if err := a.step(ctx, afterMem, pod, v1.ResourceCPU, plan.CPU, plan.PodLevel); err != nil {
 		return nil, err
 	}
 	var restart []string
@@ -80,12 +96,12 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 	return restart, nil
 }
 
-// step moves the pod from before to after for one resource.
-func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, changes []ContainerChange) error {
+// step moves the pod from before to after for one resource: the pod
+// cgroup first when the pod's total grows, the containers, the pod cgroup
+// last when it shrinks; then, with podLevel, the pod-level resources of
+// after are recorded as actuated (as upstream, per resource).
+func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, changes []ContainerChange, podLevel bool) error {
 	grow, shrink := podDirection(before, after, name)
-	if !grow && !shrink && len(changes) == 0 {
-		return nil
-	}
 	if grow {
 		if err := a.podCgroup(ctx, after, name); err != nil {
 			return err
@@ -104,7 +120,12 @@ func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.Reso
 		}
 	}
 	if shrink && !grow {
-		return a.podCgroup(ctx, after, name)
+		if err := a.podCgroup(ctx, after, name); err != nil {
+			return err
+		}
+	}
+	if podLevel {
+		return a.Actuated.SetPodLevel(after.UID, after.Spec.Resources)
 	}
 	return nil
 }
@@ -120,13 +141,24 @@ func (a *Actuator) podCgroup(ctx context.Context, pod *v1.Pod, name v1.ResourceN
 }
 
 // checkMemoryDecrease refuses, before anything is changed, a memory limit
-// set at or below the container's current usage, with upstream's message.
-func (a *Actuator) checkMemoryDecrease(ctx context.Context, changes []ContainerChange) error {
-	if a.Usage == nil {
-		return nil
-	}
+// set at or below current usage, with upstream's messages: a container's
+// (of changes), and the pod's when the pod cgroup's limit (from now to
+// target) is lowered or set.
+func (a *Actuator) checkMemoryDecrease(ctx context.Context, now, target *v1.Pod, changes []ContainerChange) error {
 	var errs []error
+	if want, ok := podMemoryLimitDecrease(now, target); ok && a.PodUsage != nil {
+		used, err := a.PodUsage.PodMemoryUsage(ctx, now)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("missing pod memory usage: %w", err))
+		case used >= uint64(want):
+			errs = append(errs, fmt.Errorf("attempting to set pod memory limit (%d) below current usage (%d)", want, used))
+		}
+	}
 	for _, ch := range changes {
+		if a.Usage == nil {
+			break
+		}
 		want, have := memoryLimit(ch.Desired), memoryLimit(ch.Current)
 		if want == 0 || (have != 0 && want >= have) {
 			continue // no limit, or not decreasing
@@ -146,12 +178,23 @@ func (a *Actuator) checkMemoryDecrease(ctx context.Context, changes []ContainerC
 	return nil
 }
 
-// podDirection compares the pod's total of name between before and after:
-// limits first (a total is unlimited when any container has none), then
-// requests.
+// podMemoryLimitDecrease returns the pod cgroup's memory limit for target
+// when it is lower than now's, or now has none.
+func podMemoryLimitDecrease(now, target *v1.Pod) (int64, bool) {
+	want, wantOK, _ := podTotals(target, v1.ResourceMemory)
+	have, haveOK, _ := podTotals(now, v1.ResourceMemory)
+	if !wantOK || (haveOK && want >= have) {
+		return 0, false
+	}
+	return want / 1000, true // podTotals counts in thousandths
+}
+
+// podDirection compares the pod cgroup's name between before and after:
+// limits first (unlimited when a container has none and the pod-level
+// resources set none), then requests.
 func podDirection(before, after *v1.Pod, name v1.ResourceName) (grow, shrink bool) {
-	bl, bok := podLimit(before, name)
-	al, aok := podLimit(after, name)
+	bl, bok, br := podTotals(before, name)
+	al, aok, ar := podTotals(after, name)
 	switch {
 	case bok && !aok:
 		grow = true
@@ -162,29 +205,31 @@ func podDirection(before, after *v1.Pod, name v1.ResourceName) (grow, shrink boo
 	case bok && aok && al < bl:
 		shrink = true
 	}
-	br, ar := podRequest(before, name), podRequest(after, name)
 	return grow || ar > br, shrink || ar < br
 }
 
-func podLimit(pod *v1.Pod, name v1.ResourceName) (int64, bool) {
-	var sum int64
-	for i := range pod.Spec.Containers {
-		q, ok := pod.Spec.Containers[i].Resources.Limits[name]
-		if !ok {
-			return 0, false
+// podTotals are the pod cgroup's limit of name (and whether it has one)
+// and its request, in thousandths of the unit, as cgroupmgr sizes the
+// pod cgroup: the pod-level resources where set, else the containers'
+// (init containers by the max rule, sidecars adding), with overhead.
+func podTotals(pod *v1.Pod, name v1.ResourceName) (lim int64, limited bool, req int64) {
+	opts := resourcehelper.PodResourcesOptions{}
+	limits, reqs := resourcehelper.PodLimits(pod, opts), resourcehelper.PodRequests(pod, opts)
+	limited = true
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range list {
+			if q := list[i].Resources.Limits[name]; q.IsZero() {
+				limited = false
+			}
 		}
-		sum += q.MilliValue()
 	}
-	return sum, true
-}
-
-func podRequest(pod *v1.Pod, name v1.ResourceName) int64 {
-	var sum int64
-	for i := range pod.Spec.Containers {
-		q := pod.Spec.Containers[i].Resources.Requests[name]
-		sum += q.MilliValue()
+	if pod.Spec.Resources != nil {
+		if q := pod.Spec.Resources.Limits[name]; !q.IsZero() {
+			limited = true
+		}
 	}
-	return sum
+	l, r := limits[name], reqs[name]
+	return l.MilliValue(), limited, r.MilliValue()
 }
 
 func setContainer(pod *v1.Pod, changes []ContainerChange, r func(ContainerChange) v1.ResourceRequirements) {
@@ -205,7 +250,7 @@ func notRunning(pod *v1.Pod, names []string) []ContainerChange {
 		for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 			for i := range list {
 				if list[i].Name == n {
-					out = append(out, ContainerChange{Name: n, Desired: list[i].Resources})
+					out = append(out, ContainerChange{Name: n, Desired: Effective(pod.Spec.Resources, list[i].Resources)})
 				}
 			}
 		}

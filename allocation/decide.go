@@ -11,12 +11,15 @@ import (
 	"github.com/nodekit/nodekit/internal/qos"
 )
 
-// Messages of the infeasible resizes nodekit refuses (the CPU and memory
-// manager ones are upstream's).
+// Messages of the infeasible resizes nodekit refuses: the CPU and memory
+// manager ones are kubelet's; the pod-level ones are the API server's
+// validation messages (a pod from the API never reaches the node with
+// them; a pod from a file or URL can).
 const (
-	msgStaticCPU    = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
-	msgStaticMemory = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`
-	msgPodLevel     = "In-place resize of pod-level resources (spec.resources) is not supported by this node"
+	msgStaticCPU      = `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`
+	msgStaticMemory   = `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`
+	msgPodLevelOther  = "only cpu and memory resources are mutable at pod-level"
+	msgPodLevelRemove = "pod-level resources cannot be removed"
 )
 
 // NodeConfig is what the resize decision needs to know of the node's
@@ -94,8 +97,8 @@ func WithResources(pod *v1.Pod, p PodResources) (*v1.Pod, bool) {
 // admission's ResourceFit), asked with the other pods, decides whether the
 // resize fits now. It returns nil when the resize may be allocated.
 func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node NodeConfig, fit nodekit.Admitter, others []*v1.Pod) *Pending {
-	if !apiequality.Semantic.DeepEqual(desired.Spec.Resources, allocated.PodLevelResources) {
-		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevel}
+	if p := podLevelRefusal(desired.Spec.Resources, allocated.PodLevelResources); p != nil {
+		return p
 	}
 	if qos.Class(desired) == v1.PodQOSGuaranteed {
 		if node.CPUManagerStatic && requestChanged(desired, allocated, v1.ResourceCPU) {
@@ -117,6 +120,46 @@ func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node N
 		msg = fmt.Sprintf("Pod admission denied: %s", d.Reason)
 	}
 	return &Pending{Reason: v1.PodReasonDeferred, Message: msg}
+}
+
+// podLevelRefusal refuses a change of the pod-level resources that
+// InPlacePodLevelResourcesVerticalScaling does not allow: their removal,
+// and a change of anything but CPU and memory. A CPU or memory change is
+// decided as the containers' (the fit, the resource managers).
+func podLevelRefusal(desired, allocated *v1.ResourceRequirements) *Pending {
+	if apiequality.Semantic.DeepEqual(desired, allocated) {
+		return nil
+	}
+	if desired == nil && allocated != nil {
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelRemove}
+	}
+	var d, a v1.ResourceRequirements
+	if desired != nil {
+		d = *desired
+	}
+	if allocated != nil {
+		a = *allocated
+	}
+	if !sameBeyondCPUMemory(d.Requests, a.Requests) || !sameBeyondCPUMemory(d.Limits, a.Limits) ||
+		!apiequality.Semantic.DeepEqual(d.Claims, a.Claims) {
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelOther}
+	}
+	return nil
+}
+
+// sameBeyondCPUMemory reports whether x and y agree on every resource but
+// CPU and memory.
+func sameBeyondCPUMemory(x, y v1.ResourceList) bool {
+	strip := func(l v1.ResourceList) v1.ResourceList {
+		out := v1.ResourceList{}
+		for k, v := range l {
+			if k != v1.ResourceCPU && k != v1.ResourceMemory {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return apiequality.Semantic.DeepEqual(strip(x), strip(y))
 }
 
 // requestChanged reports whether any container's request of name differs

@@ -20,7 +20,8 @@ func TestDecide(t *testing.T) {
 		name      string
 		allocated v1.ResourceRequirements
 		desired   v1.ResourceRequirements
-		podLevel  *v1.ResourceRequirements
+		podLevel  *v1.ResourceRequirements // desired
+		allocLvl  *v1.ResourceRequirements // allocated
 		node      allocation.NodeConfig
 		fit       nodekit.Admitter
 		others    []*v1.Pod
@@ -66,15 +67,51 @@ func TestDecide(t *testing.T) {
 			node: allocation.NodeConfig{CPUManagerStatic: true}, fit: fitOn("cpu=4,memory=4Gi"),
 		},
 		{
-			name:      "pod-level resources change: refused, not ignored",
+			name:      "pod-level cpu and memory grow, fitting: allocated",
+			allocated: reqs("cpu=100m", ""), desired: reqs("cpu=100m", ""),
+			allocLvl: podLevel("cpu=200m,memory=64Mi", "cpu=200m,memory=64Mi"),
+			podLevel: podLevel("cpu=400m,memory=128Mi", "cpu=400m,memory=128Mi"),
+			fit:      fitOn("cpu=2,memory=4Gi"), others: []*v1.Pod{other},
+		},
+		{
+			name:      "pod-level request does not fit now: deferred with the fit's message",
+			allocated: reqs("", ""), desired: reqs("", ""),
+			allocLvl: podLevel("cpu=100m", "cpu=100m"), podLevel: podLevel("cpu=1", "cpu=1"),
+			fit: fitOn("cpu=2,memory=4Gi"), others: []*v1.Pod{other},
+			want: &allocation.Pending{Reason: v1.PodReasonDeferred, Message: "Node didn't have enough resource: cpu, requested: 1000, used: 1500, capacity: 2000"},
+		},
+		{
+			name:      "pod-level shrink: allocated",
+			allocated: reqs("", ""), desired: reqs("", ""),
+			allocLvl: podLevel("cpu=1,memory=1Gi", "cpu=1,memory=1Gi"), podLevel: podLevel("cpu=500m,memory=512Mi", "cpu=500m,memory=512Mi"),
+			fit: fitOn("cpu=2,memory=4Gi"), others: []*v1.Pod{other},
+		},
+		{
+			name:      "guaranteed pod-level cpu under the static CPU manager: allocated, as upstream checks containers only",
+			allocated: guaranteed("1", "1Gi"), desired: guaranteed("1", "1Gi"),
+			allocLvl: podLevel("cpu=2,memory=2Gi", "cpu=2,memory=2Gi"), podLevel: podLevel("cpu=3,memory=2Gi", "cpu=3,memory=2Gi"),
+			node: allocation.NodeConfig{CPUManagerStatic: true}, fit: fitOn("cpu=4,memory=4Gi"),
+		},
+		{
+			name:      "pod-level hugepages change: infeasible",
+			allocated: reqs("", ""), desired: reqs("", ""),
+			allocLvl: podLevel("cpu=1,hugepages-2Mi=2Mi", "cpu=1,hugepages-2Mi=2Mi"), podLevel: podLevel("cpu=1,hugepages-2Mi=4Mi", "cpu=1,hugepages-2Mi=4Mi"),
+			fit:  fitOn("cpu=4,memory=4Gi"),
+			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "only cpu and memory resources are mutable at pod-level"},
+		},
+		{
+			name:      "pod-level resources removed: infeasible",
 			allocated: reqs("cpu=1", ""), desired: reqs("cpu=1", ""),
-			podLevel: &v1.ResourceRequirements{Limits: list("cpu=2")}, fit: fitOn("cpu=4,memory=4Gi"),
-			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "In-place resize of pod-level resources (spec.resources) is not supported by this node"},
+			allocLvl: podLevel("cpu=1", "cpu=2"),
+			fit:      fitOn("cpu=4,memory=4Gi"),
+			want:     &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "pod-level resources cannot be removed"},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			allocated := allocation.ForPod(podOf("p", ctr("c", tc.allocated)))
+			allocPod := podOf("p", ctr("c", tc.allocated))
+			allocPod.Spec.Resources = tc.allocLvl
+			allocated := allocation.ForPod(allocPod)
 			desired := podOf("p", ctr("c", tc.desired))
 			desired.Spec.Resources = tc.podLevel
 			got := allocation.Decide(context.Background(), desired, allocated, tc.node, tc.fit, tc.others)

@@ -21,8 +21,19 @@
 // among the others, and the Manager's actuation calls the interfaces
 // ContainerUpdater, PodCgroup and MemoryUsage declared here.
 //
+// Pod-level resources (spec.resources) are resized in place too
+// (InPlacePodLevelResourcesVerticalScaling, beta and on in v1.37): the
+// pod-level allocation is checkpointed beside the containers', a
+// container without a CPU or memory limit of its own is resized to the
+// pod-level one it runs with (restarted when its resizePolicy says so),
+// and the pod cgroup is grown before and shrunk after the containers. The
+// pod's status.allocatedResources and status.resources are written as
+// upstream does.
+//
 // Not acted on, and refused as Infeasible rather than accepted: resizes of
-// pod-level resources (spec.resources), of Guaranteed pods' CPU under the
-// static CPU manager and memory under the static memory manager (as
-// upstream with its alpha gates off).
+// Guaranteed pods' container CPU under the static CPU manager and memory
+// under the static memory manager (as upstream with its alpha gates off),
+// the removal of pod-level resources, and a pod-level change of anything
+// but CPU and memory (the API server refuses both; a pod from a file can
+// ask).
 package allocation

@@ -33,6 +33,12 @@ func reqs(requests, limits string) v1.ResourceRequirements {
 	return v1.ResourceRequirements{Requests: list(requests), Limits: list(limits)}
 }
 
+// podLevel is pod-level resources (spec.resources).
+func podLevel(requests, limits string) *v1.ResourceRequirements {
+	r := reqs(requests, limits)
+	return &r
+}
+
 // ctr is a container with resources and resize policies ("memory" or
 // "cpu" restart the container).
 func ctr(name string, r v1.ResourceRequirements, restartOn ...v1.ResourceName) v1.Container {
@@ -68,10 +74,11 @@ func running(pod *v1.Pod, names ...string) *nodekit.PodStatus {
 
 // recorder records the actuator's calls in order.
 type recorder struct {
-	mu     sync.Mutex
-	calls  []string
-	usage  map[string]uint64
-	failOn string
+	mu       sync.Mutex
+	calls    []string
+	usage    map[string]uint64
+	podUsage uint64
+	failOn   string
 }
 
 func (r *recorder) add(s string) {
@@ -94,6 +101,14 @@ func (r *recorder) EnsurePod(_ context.Context, pod *v1.Pod) (string, error) {
 		cpu.Add(*c.Resources.Limits.Cpu())
 		mem.Add(*c.Resources.Limits.Memory())
 	}
+	if pl := pod.Spec.Resources; pl != nil {
+		if q, ok := pl.Limits[v1.ResourceCPU]; ok {
+			cpu = q
+		}
+		if q, ok := pl.Limits[v1.ResourceMemory]; ok {
+			mem = q
+		}
+	}
 	r.add(fmt.Sprintf("pod cpu=%s mem=%s", cpu.String(), mem.String()))
 	return "/kubepods/pod" + string(pod.UID), nil
 }
@@ -106,7 +121,15 @@ func (r *recorder) ContainerMemoryUsage(_ context.Context, id nodekit.ContainerI
 	return u, nil
 }
 
+func (r *recorder) PodMemoryUsage(context.Context, *v1.Pod) (uint64, error) {
+	if r.podUsage == 0 {
+		return 0, fmt.Errorf("no pod stats")
+	}
+	return r.podUsage, nil
+}
+
 var (
+	_ allocation.PodMemoryUsage   = (*recorder)(nil)
 	_ allocation.ContainerUpdater = (*recorder)(nil)
 	_ allocation.PodCgroup        = (*recorder)(nil)
 	_ allocation.MemoryUsage      = (*recorder)(nil)

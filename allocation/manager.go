@@ -27,9 +27,10 @@ type Config struct {
 	Node NodeConfig
 	// Containers applies a resize to a running container. Required.
 	Containers ContainerUpdater
-	// PodCgroup and Usage are optional (see their types).
+	// PodCgroup, Usage and PodUsage are optional (see their types).
 	PodCgroup PodCgroup
 	Usage     MemoryUsage
+	PodUsage  PodMemoryUsage
 	Clock     clock.PassiveClock
 }
 
@@ -68,7 +69,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, allocated: alloc, actuated: act,
-		act:   &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Usage: cfg.Usage, Actuated: act},
+		act:   &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Usage: cfg.Usage, PodUsage: cfg.PodUsage, Actuated: act},
 		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{},
 		retries: make(chan types.UID, retryBuffer),
 	}, nil

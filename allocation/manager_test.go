@@ -5,10 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -249,5 +251,86 @@ func TestRemoveOrphansSurvivesReopen(t *testing.T) {
 		if _, ok := get("gone"); ok {
 			t.Error("an orphan's record survived RemoveOrphans and a reopen")
 		}
+	}
+}
+
+// TestManagerPodLevelResize: a resize of spec.resources is allocated,
+// actuated (pod cgroup and the container inheriting the limits), and the
+// status reports the pod's allocatedResources and resources as upstream:
+// at the allocation while the resize is pending, at the applied values
+// while it runs, and the container's resources without the limits it
+// inherits.
+func TestManagerPodLevelResize(t *testing.T) {
+	ctx := context.Background()
+	rec := &recorder{usage: map[string]uint64{"id-c": 1 << 20}, podUsage: 2 << 20}
+	m, err := allocation.New(allocation.Config{
+		Fit: fitOn("cpu=2,memory=4Gi"), Containers: rec, PodCgroup: rec, Usage: rec, PodUsage: rec,
+		Clock: clocktesting.NewFakePassiveClock(time.Unix(1, 0)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := podOf("p", ctr("c", v1.ResourceRequirements{}))
+	pod.Spec.Resources = podLevel("cpu=200m,memory=64Mi", "cpu=400m,memory=128Mi")
+	if _, err := m.Allocate(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	runningStatus := func() *v1.PodStatus {
+		return &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
+	}
+	st := &v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "c"}}}
+	m.SetStatus(pod, st)
+	if want := list("cpu=200m,memory=64Mi"); !apiequality.Semantic.DeepEqual(st.AllocatedResources, want) {
+		t.Errorf("pending pod's allocatedResources = %v, want %v", st.AllocatedResources, want)
+	}
+	if !apiequality.Semantic.DeepEqual(st.Resources, pod.Spec.Resources) {
+		t.Errorf("pending pod's resources = %v, want spec.resources %v", st.Resources, pod.Spec.Resources)
+	}
+
+	resized := pod.DeepCopy()
+	resized.Generation = 2
+	resized.Spec.Resources = podLevel("cpu=300m,memory=96Mi", "cpu=600m,memory=192Mi")
+	got, err := m.Allocate(ctx, resized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !apiequality.Semantic.DeepEqual(got.Spec.Resources, resized.Spec.Resources) {
+		t.Fatalf("allocated pod-level resources %v, want the resize", got.Spec.Resources)
+	}
+	// Allocated, not yet actuated: the running pod reports what its
+	// cgroup has, and PodResizeInProgress.
+	st = runningStatus()
+	m.SetStatus(got, st)
+	if c := findCond(st, v1.PodResizeInProgress); c == nil || c.ObservedGeneration != 2 {
+		t.Fatalf("PodResizeInProgress = %+v, want one at generation 2", c)
+	}
+	if q := st.Resources.Limits.Memory(); q.Value() != 128<<20 {
+		t.Errorf("running pod's resources.limits.memory before actuation = %v, want the applied 128Mi", q)
+	}
+	if want := list("cpu=300m,memory=96Mi"); !apiequality.Semantic.DeepEqual(st.AllocatedResources, want) {
+		t.Errorf("allocatedResources = %v, want %v", st.AllocatedResources, want)
+	}
+
+	restart, changed, err := m.Actuate(ctx, got, running(got, "c"))
+	if err != nil || !changed || len(restart) != 0 {
+		t.Fatalf("Actuate = %v, %v, %v; want changed, no restart", restart, changed, err)
+	}
+	want := []string{
+		"pod cpu=400m mem=192Mi", "id-c cpu=0/400m mem=0/192Mi",
+		"pod cpu=600m mem=192Mi", "id-c cpu=0/600m mem=0/192Mi",
+	}
+	if !reflect.DeepEqual(rec.calls, want) {
+		t.Fatalf("calls:\n%q\nwant\n%q", rec.calls, want)
+	}
+	st = runningStatus()
+	m.SetStatus(got, st)
+	if c := findCond(st, v1.PodResizeInProgress); c != nil {
+		t.Fatalf("PodResizeInProgress %+v left after the actuation", c)
+	}
+	if !apiequality.Semantic.DeepEqual(st.Resources, resized.Spec.Resources) {
+		t.Errorf("resources = %v, want %v", st.Resources, resized.Spec.Resources)
+	}
+	if cs := st.ContainerStatuses[0]; cs.Resources == nil || len(cs.Resources.Limits) != 0 || len(cs.Resources.Requests) != 0 {
+		t.Errorf("container resources = %v, want none (the limits it inherits are the pod's)", cs.Resources)
 	}
 }

@@ -19,6 +19,39 @@ func amountsOf(r v1.ResourceRequirements) amounts {
 	}
 }
 
+// podAmountsOf is amountsOf for pod-level resources (nil: all zero).
+func podAmountsOf(r *v1.ResourceRequirements) amounts {
+	if r == nil {
+		return amounts{}
+	}
+	return amountsOf(*r)
+}
+
+// Effective returns a container's resources as the runtime applies them
+// beside pod-level resources podLevel, as upstream: a CPU or memory limit
+// the container lacks is the pod-level one. Requests stay the
+// container's. r is not modified.
+func Effective(podLevel *v1.ResourceRequirements, r v1.ResourceRequirements) v1.ResourceRequirements {
+	if podLevel == nil || len(podLevel.Limits) == 0 {
+		return r
+	}
+	out := *r.DeepCopy()
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		q, ok := podLevel.Limits[name]
+		if !ok || q.IsZero() {
+			continue
+		}
+		if own := out.Limits[name]; !own.IsZero() {
+			continue
+		}
+		if out.Limits == nil {
+			out.Limits = v1.ResourceList{}
+		}
+		out.Limits[name] = q.DeepCopy()
+	}
+	return out
+}
+
 // ContainerChange is one running container's resize in place.
 type ContainerChange struct {
 	Name string
@@ -30,6 +63,11 @@ type ContainerChange struct {
 // Plan is what brings a pod's running containers from their actuated
 // resources to their allocation.
 type Plan struct {
+	// PodLevel reports that the pod-level resources (spec.resources)
+	// differ from the actuated ones; PodCurrent and PodDesired are those
+	// two (nil: none).
+	PodLevel               bool
+	PodCurrent, PodDesired *v1.ResourceRequirements
 	// Memory and CPU list the containers to update in place for that
 	// resource, decreases first then increases, as upstream orders them.
 	Memory []ContainerChange
@@ -45,26 +83,33 @@ type Plan struct {
 
 // Empty reports whether nothing needs to change.
 func (p Plan) Empty() bool {
-	return len(p.Memory) == 0 && len(p.CPU) == 0 && len(p.Restart) == 0 && len(p.NotRunning) == 0
+	return !p.PodLevel && len(p.Memory) == 0 && len(p.CPU) == 0 && len(p.Restart) == 0 && len(p.NotRunning) == 0
 }
 
 // PlanResize compares each container of pod (as allocated) with its
-// actuated resources. A container running in rs is resized in place or
-// restarted, per its resizePolicy (NotRequired when a resource has none,
-// as upstream); a container missing from actuated counts as actuated at
-// zero, as upstream, so the update is sent again (it is idempotent).
+// actuated resources, both as the runtime applies them (a limit the
+// container lacks is the pod-level one, so a pod-level limit's change
+// resizes the containers without their own, as upstream). A container
+// running in rs is resized in place or restarted, per its resizePolicy
+// (NotRequired when a resource has none, as upstream); a container
+// missing from actuated counts as actuated at zero, as upstream, so the
+// update is sent again (it is idempotent). The pod-level resources are
+// compared too (PodLevel).
 func PlanResize(pod *v1.Pod, actuated PodResources, rs *nodekit.PodStatus) Plan {
-	var p Plan
+	p := Plan{PodCurrent: actuated.PodLevelResources, PodDesired: pod.Spec.Resources}
+	p.PodLevel = podAmountsOf(p.PodCurrent) != podAmountsOf(p.PodDesired)
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
-			planContainer(&p, &list[i], actuated.ContainerResources[list[i].Name], rs)
+			cur := Effective(actuated.PodLevelResources, actuated.ContainerResources[list[i].Name])
+			planContainer(&p, &list[i], Effective(pod.Spec.Resources, list[i].Resources), cur, rs)
 		}
 	}
 	return p
 }
 
-func planContainer(p *Plan, c *v1.Container, cur v1.ResourceRequirements, rs *nodekit.PodStatus) {
-	want, have := amountsOf(c.Resources), amountsOf(cur)
+// planContainer plans c's change from cur to desired (both effective).
+func planContainer(p *Plan, c *v1.Container, desired, cur v1.ResourceRequirements, rs *nodekit.PodStatus) {
+	want, have := amountsOf(desired), amountsOf(cur)
 	if want == have {
 		return
 	}
@@ -73,7 +118,7 @@ func planContainer(p *Plan, c *v1.Container, cur v1.ResourceRequirements, rs *no
 		p.NotRunning = append(p.NotRunning, c.Name)
 		return
 	}
-	ch := ContainerChange{Name: c.Name, ID: cs.ID, Current: cur, Desired: c.Resources}
+	ch := ContainerChange{Name: c.Name, ID: cs.ID, Current: cur, Desired: desired}
 	memChanged := want.memLim != have.memLim || want.memReq != have.memReq
 	cpuChanged := want.cpuLim != have.cpuLim || want.cpuReq != have.cpuReq
 	if (memChanged && restartFor(c, v1.ResourceMemory)) || (cpuChanged && restartFor(c, v1.ResourceCPU)) {
@@ -133,6 +178,23 @@ func mix(r, from v1.ResourceRequirements, name v1.ResourceName) v1.ResourceRequi
 	set(&out.Requests, from.Requests)
 	set(&out.Limits, from.Limits)
 	return out
+}
+
+// mixPodLevel is mix for pod-level resources: desired with name's
+// requests and limits taken from from (nil when both are nil).
+func mixPodLevel(desired, from *v1.ResourceRequirements, name v1.ResourceName) *v1.ResourceRequirements {
+	if desired == nil && from == nil {
+		return nil
+	}
+	var d, f v1.ResourceRequirements
+	if desired != nil {
+		d = *desired
+	}
+	if from != nil {
+		f = *from
+	}
+	out := mix(d, f, name)
+	return &out
 }
 
 // memoryLimit is a container's memory limit in bytes, 0 when unset.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -62,7 +63,7 @@ func TestPlanResize(t *testing.T) {
 
 func actuator(rec *recorder) (*allocation.Actuator, *allocation.Store) {
 	s, _ := allocation.OpenStore("", allocation.ActuatedFile)
-	return &allocation.Actuator{Containers: rec, PodCgroup: rec, Usage: rec, Actuated: s}, s
+	return &allocation.Actuator{Containers: rec, PodCgroup: rec, Usage: rec, PodUsage: rec, Actuated: s}, s
 }
 
 func TestActuatorOrder(t *testing.T) {
@@ -92,7 +93,7 @@ func TestActuatorOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &recorder{usage: map[string]uint64{"id-c": 1 << 20}}
+			rec := &recorder{usage: map[string]uint64{"id-c": 1 << 20}, podUsage: 2 << 20}
 			a, s := actuator(rec)
 			pod := podOf("p", ctr("c", tc.to))
 			restart, err := a.Run(context.Background(), pod, allocation.PlanResize(pod, allocation.ForPod(podOf("p", ctr("c", tc.from))), running(pod, "c")))
@@ -143,5 +144,123 @@ func TestActuatorRestart(t *testing.T) {
 	lim := got.ContainerResources["c"].Limits
 	if q := lim.Memory(); q.Value() != 128<<20 {
 		t.Fatalf("actuated memory limit %v, want 128Mi", q)
+	}
+}
+
+// TestActuatorPodLevel: a resize of the pod-level resources grows the pod
+// cgroup before the containers and shrinks it after them, per resource,
+// as upstream; a container without limits of its own is updated to the
+// new pod-level limits (it runs with them), one with its own is not.
+func TestActuatorPodLevel(t *testing.T) {
+	small := podLevel("cpu=200m,memory=64Mi", "cpu=200m,memory=64Mi")
+	big := podLevel("cpu=400m,memory=128Mi", "cpu=400m,memory=128Mi")
+	own := reqs("cpu=50m,memory=16Mi", "cpu=100m,memory=32Mi")
+	cases := []struct {
+		name     string
+		from, to *v1.ResourceRequirements
+		c        v1.ResourceRequirements
+		want     []string
+	}{
+		{
+			name: "grow, container inheriting the limits",
+			from: small, to: big,
+			want: []string{
+				"pod cpu=200m mem=128Mi", "id-c cpu=0/200m mem=0/128Mi",
+				"pod cpu=400m mem=128Mi", "id-c cpu=0/400m mem=0/128Mi",
+			},
+		},
+		{
+			name: "shrink, container inheriting the limits",
+			from: big, to: small,
+			want: []string{
+				"id-c cpu=0/400m mem=0/64Mi", "pod cpu=400m mem=64Mi",
+				"id-c cpu=0/200m mem=0/64Mi", "pod cpu=200m mem=64Mi",
+			},
+		},
+		{
+			name: "grow, container with its own limits: the pod cgroup only",
+			from: small, to: big, c: own,
+			want: []string{"pod cpu=200m mem=128Mi", "pod cpu=400m mem=128Mi"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{usage: map[string]uint64{"id-c": 1 << 20}, podUsage: 2 << 20}
+			a, s := actuator(rec)
+			before := podOf("p", ctr("c", tc.c))
+			before.Spec.Resources = tc.from
+			pod := podOf("p", ctr("c", tc.c))
+			pod.Spec.Resources = tc.to
+			if err := s.Set(pod.UID, allocation.ForPod(before)); err != nil {
+				t.Fatal(err)
+			}
+			plan := allocation.PlanResize(pod, allocation.ForPod(before), running(pod, "c"))
+			if !plan.PodLevel {
+				t.Fatal("plan does not see the pod-level change")
+			}
+			restart, err := a.Run(context.Background(), pod, plan)
+			if err != nil || len(restart) != 0 {
+				t.Fatalf("Run = %v, %v; want no restart, no error", restart, err)
+			}
+			if !reflect.DeepEqual(rec.calls, tc.want) {
+				t.Fatalf("calls:\n%q\nwant\n%q", rec.calls, tc.want)
+			}
+			got, _ := s.Get(pod.UID)
+			if p := allocation.PlanResize(pod, got, running(pod, "c")); !p.Empty() {
+				t.Fatalf("plan after Run = %+v, want empty (pod-level %v actuated)", p, got.PodLevelResources)
+			}
+		})
+	}
+}
+
+// TestActuatorPodLevelRestart: a container without limits of its own
+// whose resizePolicy restarts it for CPU is restarted when the pod-level
+// CPU limit changes, as the upstream spec "only pod-level cpu" with "cpu
+// restart" expects.
+func TestActuatorPodLevelRestart(t *testing.T) {
+	before := podOf("p", ctr("c", v1.ResourceRequirements{}, v1.ResourceCPU))
+	before.Spec.Resources = podLevel("cpu=200m", "cpu=200m")
+	pod := podOf("p", ctr("c", v1.ResourceRequirements{}, v1.ResourceCPU))
+	pod.Spec.Resources = podLevel("cpu=400m", "cpu=400m")
+	plan := allocation.PlanResize(pod, allocation.ForPod(before), running(pod, "c"))
+	if got := names(plan.Restart); !reflect.DeepEqual(got, []string{"c"}) {
+		t.Fatalf("restarts = %v, want [c]", got)
+	}
+	// Memory is not a pod-level resource here: a memory-only RestartContainer
+	// policy keeps the container.
+	mem := podOf("p", ctr("c", v1.ResourceRequirements{}, v1.ResourceMemory))
+	mem.Spec.Resources = pod.Spec.Resources
+	memBefore := podOf("p", ctr("c", v1.ResourceRequirements{}, v1.ResourceMemory))
+	memBefore.Spec.Resources = before.Spec.Resources
+	plan = allocation.PlanResize(mem, allocation.ForPod(memBefore), running(mem, "c"))
+	if len(plan.Restart) != 0 || len(plan.CPU) != 1 {
+		t.Fatalf("memory-restart container on a cpu change: restart=%v cpu=%v, want one in-place cpu update", names(plan.Restart), names(plan.CPU))
+	}
+}
+
+// TestActuatorPodMemoryBelowUsage: lowering the pod-level memory limit
+// below the pod cgroup's usage is refused before anything changes, with
+// upstream's message for the pod and for the container inheriting it.
+func TestActuatorPodMemoryBelowUsage(t *testing.T) {
+	rec := &recorder{usage: map[string]uint64{"id-c": 1 << 20}, podUsage: 2 << 20}
+	a, _ := actuator(rec)
+	before := podOf("p", ctr("c", v1.ResourceRequirements{}))
+	before.Spec.Resources = podLevel("memory=256Mi", "memory=256Mi")
+	pod := podOf("p", ctr("c", v1.ResourceRequirements{}))
+	pod.Spec.Resources = podLevel("memory=10Ki", "memory=10Ki")
+	_, err := a.Run(context.Background(), pod, allocation.PlanResize(pod, allocation.ForPod(before), running(pod, "c")))
+	if err == nil {
+		t.Fatal("Run succeeded, want an error for a limit below usage")
+	}
+	for _, want := range []string{
+		"attempting to set pod memory limit (10240) below current usage (2097152)",
+		`attempting to set container "c" memory limit (10240) below current usage (1048576)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if len(rec.calls) != 0 {
+		t.Fatalf("calls %q made before the check failed, want none", rec.calls)
 	}
 }

@@ -149,6 +149,16 @@ func (s *Store) SetContainer(uid types.UID, name string, r v1.ResourceRequiremen
 	return s.Set(uid, p)
 }
 
+// SetPodLevel records the pod-level resources of a pod (nil: none).
+func (s *Store) SetPodLevel(uid types.UID, r *v1.ResourceRequirements) error {
+	p, ok := s.Get(uid)
+	if !ok {
+		p = PodResources{ContainerResources: map[string]v1.ResourceRequirements{}}
+	}
+	p.PodLevelResources = r.DeepCopy()
+	return s.Set(uid, p)
+}
+
 // Remove forgets the pod.
 func (s *Store) Remove(uid types.UID) error {
 	s.mu.Lock()

@@ -2,8 +2,10 @@ package allocation
 
 import (
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // podConditions are a pod's resize conditions, nil when absent.
@@ -111,9 +113,12 @@ func placeConditions(list, conds []v1.PodCondition) []v1.PodCondition {
 
 // SetStatus writes the resize part of st, the status computed for pod:
 // the PodResizePending and PodResizeInProgress conditions (replacing any
-// st holds, placed as upstream orders them), and per container (init and regular) allocatedResources (the
-// allocated requests) and resources (what was applied to a running
-// container, the allocation otherwise), as upstream reports them.
+// st holds, placed as upstream orders them); per container (init and
+// regular) allocatedResources (the allocated requests) and resources
+// (the allocation, with the CPU and memory values applied to a running
+// container where the allocation names them); and the pod's
+// allocatedResources and resources (PodLevelStatus), as upstream reports
+// them with InPlacePodLevelResourcesVerticalScaling on.
 func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
 	m.mu.Lock()
 	var conds []v1.PodCondition
@@ -131,7 +136,7 @@ func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
 	if !ok {
 		alloc = ForPod(pod)
 	}
-	actuated, _ := m.actuated.Get(pod.UID)
+	actuated, hasActuated := m.actuated.Get(pod.UID)
 	for _, list := range [][]v1.ContainerStatus{st.InitContainerStatuses, st.ContainerStatuses} {
 		for i := range list {
 			cs := &list[i]
@@ -140,11 +145,101 @@ func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
 				continue // an ephemeral container, or one the spec lacks
 			}
 			cs.AllocatedResources = a.Requests.DeepCopy()
-			r := a
+			r := a.DeepCopy()
 			if cur, ok := actuated.ContainerResources[cs.Name]; ok && cs.State.Running != nil {
-				r = cur
+				applied(r, cur)
 			}
-			cs.Resources = r.DeepCopy()
+			cs.Resources = r
 		}
 	}
+	allocatedPod, _ := WithResources(pod, alloc)
+	var running *v1.Pod
+	if hasActuated && st.Phase == v1.PodRunning {
+		running, _ = WithResources(pod, actuated)
+	}
+	st.AllocatedResources, st.Resources = PodLevelStatus(allocatedPod, running)
+}
+
+// applied overwrites r's CPU and memory values by cur's (what was applied
+// to the running container), for the lists r has, as upstream reports a
+// running container's resources: a list the allocation lacks stays
+// absent, so a limit the container inherits from the pod-level resources
+// is not reported as its own.
+func applied(r *v1.ResourceRequirements, cur v1.ResourceRequirements) {
+	set := func(dst, src v1.ResourceList) {
+		if dst == nil {
+			return
+		}
+		for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+			if q, ok := src[name]; ok && !q.IsZero() {
+				dst[name] = q.DeepCopy()
+			}
+		}
+	}
+	set(r.Limits, cur.Limits)
+	set(r.Requests, cur.Requests)
+}
+
+// Upstream's floors below which a running pod's status keeps the
+// allocated CPU value rather than the applied one (cm.MinShares and
+// cm.MinMilliCPULimit, in milli-CPU).
+const (
+	minStatusMilliCPURequest = 2
+	minStatusMilliCPULimit   = 10
+)
+
+// PodLevelStatus returns a pod's status.allocatedResources (the pod's
+// total requests as allocated: the pod-level ones where set) and
+// status.resources. allocated is the pod at its allocation; running, the
+// pod at what was applied to its cgroup, is nil when the pod does not run.
+// A pod that does not run reports its allocated pod-level resources with
+// the requests and limits totalled as the pod cgroup would be sized; a
+// running pod the pod cgroup's CPU request, CPU limit and memory limit
+// (those it has), as upstream reads them back from the cgroup.
+func PodLevelStatus(allocated, running *v1.Pod) (v1.ResourceList, *v1.ResourceRequirements) {
+	opts := resourcehelper.PodResourcesOptions{}
+	requests := nilIfEmpty(resourcehelper.PodRequests(allocated, opts))
+	if running == nil {
+		out := allocated.Spec.Resources.DeepCopy()
+		if out == nil {
+			out = &v1.ResourceRequirements{}
+		}
+		out.Requests = requests.DeepCopy()
+		out.Limits = nilIfEmpty(resourcehelper.PodLimits(allocated, opts))
+		return requests, out
+	}
+	out := allocated.Spec.Resources.DeepCopy()
+	if out == nil {
+		out = &v1.ResourceRequirements{}
+	}
+	if out.Requests == nil {
+		out.Requests = v1.ResourceList{}
+	}
+	if out.Limits == nil {
+		out.Limits = v1.ResourceList{}
+	}
+	_, _, cpuReq := podTotals(running, v1.ResourceCPU)
+	if cpuReq > minStatusMilliCPURequest || out.Requests.Cpu().MilliValue() > minStatusMilliCPURequest {
+		out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(cpuReq, resource.DecimalSI)
+	}
+	if _, ok := out.Requests[v1.ResourceMemory]; !ok {
+		if q, ok := requests[v1.ResourceMemory]; ok {
+			out.Requests[v1.ResourceMemory] = q.DeepCopy()
+		}
+	}
+	if lim, ok, _ := podTotals(running, v1.ResourceCPU); ok && (lim > minStatusMilliCPULimit || out.Limits.Cpu().MilliValue() > minStatusMilliCPULimit) {
+		out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(lim, resource.DecimalSI)
+	}
+	if lim, ok, _ := podTotals(running, v1.ResourceMemory); ok && lim > 0 {
+		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(lim/1000, resource.BinarySI)
+	}
+	out.Requests, out.Limits = nilIfEmpty(out.Requests), nilIfEmpty(out.Limits)
+	return requests, out
+}
+
+func nilIfEmpty(l v1.ResourceList) v1.ResourceList {
+	if len(l) == 0 {
+		return nil
+	}
+	return l
 }

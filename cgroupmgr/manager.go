@@ -416,6 +416,33 @@ func (m *Manager) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
 	return m.literal(name), nil
 }
 
+// PodMemoryUsage is the memory charged to pod's cgroup, in bytes (the
+// check before a pod's memory limit is lowered in place:
+// allocation.PodMemoryUsage). Without CgroupsPerQOS, or with a driver that
+// cannot read usage, it fails.
+func (m *Manager) PodMemoryUsage(ctx context.Context, pod *v1.Pod) (uint64, error) {
+	if !m.cfg.CgroupsPerQOS {
+		return 0, fmt.Errorf("cgroupmgr: no pod cgroups (cgroupsPerQOS is off)")
+	}
+	name, err := m.PodCgroupName(pod)
+	if err != nil {
+		return 0, err
+	}
+	d, err := m.started()
+	if err != nil {
+		return 0, err
+	}
+	mu, ok := d.(memoryUser)
+	if !ok {
+		return 0, fmt.Errorf("cgroupmgr: the cgroup driver cannot read memory usage")
+	}
+	v, err := mu.MemoryUsage(ctx, name)
+	if err != nil {
+		return 0, fmt.Errorf("cgroupmgr: pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return uint64(max(v, 0)), nil
+}
+
 // PodCgroupExists reports whether pod's cgroup exists (completely, in
 // every hierarchy that matters). Without CgroupsPerQOS it is always true,
 // as upstream.

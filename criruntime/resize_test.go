@@ -99,3 +99,28 @@ func TestNoCFSQuota(t *testing.T) {
 		t.Errorf("resize sent %v, want shares 256, memory 64Mi, no quota or period", sent)
 	}
 }
+
+// TestPodLevelLimitsAtCreation: a container without CPU or memory limits
+// of its own is created with the pod-level ones (spec.resources), as
+// upstream; its own limits win over the pod's.
+func TestPodLevelLimitsAtCreation(t *testing.T) {
+	_, rs, is := newFake(t)
+	r, err := NewFromServices(t.Context(), rs, is, Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := resource.MustParse
+	pod := &v1.Pod{Spec: v1.PodSpec{Resources: &v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: q("200m"), v1.ResourceMemory: q("64Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: q("400m"), v1.ResourceMemory: q("128Mi")},
+	}}}
+	bare := r.containerResources(pod, &v1.Container{Name: "bare"}, &nodekit.ContainerOptions{})
+	if bare.CpuQuota != 40000 || bare.CpuShares != 409 || bare.MemoryLimitInBytes != 128<<20 {
+		t.Errorf("container without limits created with %v, want quota 40000 (400m), shares 409 (the limit), memory 128Mi", bare)
+	}
+	own := &v1.Container{Name: "own", Resources: v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: q("32Mi")}}}
+	got := r.containerResources(pod, own, &nodekit.ContainerOptions{})
+	if got.CpuQuota != 40000 || got.MemoryLimitInBytes != 32<<20 {
+		t.Errorf("container with its own memory limit created with %v, want quota 40000 (the pod's), memory 32Mi (its own)", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
@@ -45,11 +46,25 @@ func milliCPUToQuota(milli int64) int64 {
 	return q
 }
 
-// containerResources maps requests and limits to the CRI resources.
-func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container, opts *nodekit.ContainerOptions) *runtimeapi.LinuxContainerResources {
+// podLevelLimit is the container's limit of name, or, when it has none,
+// the pod-level one (spec.resources), as upstream applies pod-level
+// limits to the containers without their own.
+func podLevelLimit(pod *v1.Pod, c *v1.Container, name v1.ResourceName) *resource.Quantity {
+	own := c.Resources.Limits[name]
+	if own.IsZero() && pod != nil && pod.Spec.Resources != nil {
+		if q := pod.Spec.Resources.Limits[name]; !q.IsZero() {
+			return &q
+		}
+	}
+	return &own
+}
+
+// containerResources maps requests and limits to the CRI resources; a
+// CPU or memory limit the container lacks is the pod-level one.
+func (r *Runtime) containerResources(pod *v1.Pod, c *v1.Container, opts *nodekit.ContainerOptions) *runtimeapi.LinuxContainerResources {
 	res := &runtimeapi.LinuxContainerResources{CpusetCpus: opts.CPUSet, CpusetMems: opts.CPUSetMems}
 	req := c.Resources.Requests.Cpu().MilliValue()
-	lim := c.Resources.Limits.Cpu().MilliValue()
+	lim := podLevelLimit(pod, c, v1.ResourceCPU).MilliValue()
 	if req == 0 && lim != 0 {
 		req = lim // the API server defaults requests to limits; files may not
 	}
@@ -58,7 +73,7 @@ func (r *Runtime) containerResources(_ *v1.Pod, c *v1.Container, opts *nodekit.C
 		res.CpuPeriod = quotaPeriodUs
 		res.CpuQuota = milliCPUToQuota(lim)
 	}
-	res.MemoryLimitInBytes = c.Resources.Limits.Memory().Value()
+	res.MemoryLimitInBytes = podLevelLimit(pod, c, v1.ResourceMemory).Value()
 	if opts.OOMScoreAdj != nil {
 		res.OomScoreAdj = int64(*opts.OOMScoreAdj)
 	}

@@ -255,7 +255,7 @@ func TestFullAgent(t *testing.T) {
 		}
 		// kubelet v1.37.2's defaults less what fullagent does not act on
 		// (declaredfeatures.go).
-		if want := []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}; !slices.Equal(n.Status.DeclaredFeatures, want) {
+		if want := []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}; !slices.Equal(n.Status.DeclaredFeatures, want) {
 			t.Fatalf("node status.declaredFeatures = %v, want %v", n.Status.DeclaredFeatures, want)
 		}
 	})

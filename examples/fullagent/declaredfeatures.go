@@ -12,8 +12,6 @@ import (
 // it does not declare them: the scheduler then keeps pods needing them off
 // this node, and the API server refuses resizes needing them, instead of
 // the node accepting what it would refuse or ignore.
-//   - InPlacePodLevelResourcesVerticalScaling: allocation marks a resize
-//     of spec.resources Infeasible.
 //   - InPlacePodVerticalScalingMemoryBackedVolumes: a memory emptyDir's
 //     size is not changed on resize.
 //   - DRANodeAllocatableResources, DRAOptionalNodeOperations: no DRA.
@@ -23,7 +21,6 @@ import (
 // features.
 func notImplementedFeatures() []string {
 	return []string{
-		"InPlacePodLevelResourcesVerticalScaling",
 		"InPlacePodVerticalScalingMemoryBackedVolumes",
 		"DRANodeAllocatableResources",
 		"DRAOptionalNodeOperations",

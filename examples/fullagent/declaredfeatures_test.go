@@ -21,11 +21,12 @@ func TestDeclaredFeaturesFollowGates(t *testing.T) {
 		gates map[string]bool
 		want  []string
 	}{
-		{"default", nil, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
-		{"websockets off", map[string]bool{"ExtendWebSocketsToKubelet": false}, []string{"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
-		{"restart all off", map[string]bool{"RestartAllContainersOnContainerExits": false}, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers"}},
+		{"default", nil, []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+		{"websockets off", map[string]bool{"ExtendWebSocketsToKubelet": false}, []string{"InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+		{"restart all off", map[string]bool{"RestartAllContainersOnContainerExits": false}, []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers"}},
+		{"pod-level resize off", map[string]bool{"InPlacePodLevelResourcesVerticalScaling": false}, []string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 		{"not implemented though on", map[string]bool{"InPlacePodVerticalScalingMemoryBackedVolumes": true, "DRAOptionalNodeOperations": true},
-			[]string{"ExtendWebSocketsToKubelet", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
+			[]string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling", "InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			gates, err := kubeletconfig.NewGates(t.Context(), tc.gates)

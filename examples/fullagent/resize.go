@@ -16,7 +16,9 @@ import (
 // newResizer builds in-place pod resize: allocations checkpointed in the
 // root dir (upstream's allocated_pods_state and actuated_pods_state), a
 // resize admitted by the same resource fit as new pods, applied through
-// CRI UpdateContainerResources and the pod cgroup.
+// CRI UpdateContainerResources and the pod cgroup, pod-level resources
+// (spec.resources) included (InPlacePodLevelResourcesVerticalScaling, beta
+// and on in v1.37).
 func (a *agent) newResizer(rootDir string, node admission.NodeGetter) (*allocation.Manager, error) {
 	cfg := allocation.Config{
 		RootDir:    filepath.Clean(rootDir),
@@ -31,6 +33,7 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter) (*allocati
 	}
 	if a.cgroups != nil && a.cgroups.m != nil {
 		cfg.PodCgroup = a.cgroups.m // a nil *Manager must not become a non-nil interface
+		cfg.PodUsage = a.cgroups.m
 	}
 	m, err := allocation.New(cfg)
 	if err != nil {

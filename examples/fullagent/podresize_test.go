@@ -1,0 +1,152 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/agenttest"
+)
+
+// podCgroupFile reads file of the controller's pod cgroup (cgroup v1):
+// the parent of the cgroup container runs in.
+func podCgroupFile(t *testing.T, e *env, p *v1.Pod, container, controller, file string) string {
+	t.Helper()
+	for _, line := range strings.Split(e.exec(t, p, container, "cat", "/proc/self/cgroup"), "\n") {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c != controller {
+				continue
+			}
+			dir := filepath.Dir(parts[2])
+			if !strings.HasSuffix(dir, "/pod"+string(p.UID)) {
+				t.Fatalf("container %s's %s cgroup %s is not in its pod's cgroup", container, controller, parts[2])
+			}
+			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", controller, dir, file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no %s cgroup for container %s", controller, container)
+	return ""
+}
+
+func podLevelResources(cpuReq, cpuLim, memReq, memLim string) *v1.ResourceRequirements {
+	r := resizeResources(cpuReq, cpuLim, memReq, memLim)
+	return &r
+}
+
+// resizedTo reports whether the API shows the pod-level resize to want
+// done: observedGeneration caught up, no resize condition, and
+// status.resources and status.allocatedResources at want (the checks of
+// upstream's "PLR Pod InPlace Resize" specs).
+func resizedTo(want *v1.ResourceRequirements) func(*v1.Pod) bool {
+	return func(p *v1.Pod) bool {
+		return p.Status.ObservedGeneration >= p.Generation && !hasResizeCondition(p) &&
+			apiequality.Semantic.DeepEqual(p.Status.Resources, want) &&
+			apiequality.Semantic.DeepEqual(p.Status.AllocatedResources, want.Requests)
+	}
+}
+
+// TestInPlaceResizePodLevel: a running pod whose only resources are
+// pod-level (spec.resources) is resized through its resize subresource,
+// up and then down. Its container, which has no limits of its own, runs
+// with the pod-level ones, and both its cgroup and the pod cgroup follow
+// each resize (cgroup v1: cpu.cfs_quota_us, memory.limit_in_bytes)
+// without a restart; the status reports the pod's resources and
+// allocatedResources, the container's none, and no resize condition. A
+// memory limit below the pod's usage then stays PodResizeInProgress with
+// reason Error and upstream's message, the cgroups unchanged.
+func TestInPlaceResizePodLevel(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+		agenttest.RequireIntegration(t, "the cgroup v1 memory hierarchy", err)
+	}
+	e := startEnv(t)
+	pod := simplePod("plr", v1.RestartPolicyAlways, "sleep 3600")
+	pod.Spec.Resources = podLevelResources("100m", "200m", "32Mi", "64Mi")
+	e.createPod(t, pod)
+	p := e.waitPod(t, "plr", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	appID := containerStatus(p, "app").ContainerID
+	check := func(what, quota, memory string) {
+		t.Helper()
+		for _, f := range []struct{ where, controller, file, got, want string }{
+			{"app's", "cpu", "cpu.cfs_quota_us", cgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us"), quota},
+			{"app's", "memory", "memory.limit_in_bytes", cgroupFile(t, e, p, "app", "memory", "memory.limit_in_bytes"), memory},
+			{"the pod's", "cpu", "cpu.cfs_quota_us", podCgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us"), quota},
+			{"the pod's", "memory", "memory.limit_in_bytes", podCgroupFile(t, e, p, "app", "memory", "memory.limit_in_bytes"), memory},
+		} {
+			if f.got != f.want {
+				t.Errorf("%s: %s %s = %s, want %s", what, f.where, f.file, f.got, f.want)
+			}
+		}
+	}
+	check("before the resize", "20000", "67108864")
+
+	resize := func(r *v1.ResourceRequirements) time.Time {
+		t.Helper()
+		patch := `{"spec":{"resources":{"requests":{"cpu":"` + r.Requests.Cpu().String() + `","memory":"` + r.Requests.Memory().String() +
+			`"},"limits":{"cpu":"` + r.Limits.Cpu().String() + `","memory":"` + r.Limits.Memory().String() + `"}}}}`
+		if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "plr", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+			t.Fatalf("resize to %s: %v", patch, err)
+		}
+		return time.Now()
+	}
+	for _, step := range []struct {
+		name          string
+		to            *v1.ResourceRequirements
+		quota, memory string
+	}{
+		{"up", podLevelResources("200m", "400m", "48Mi", "128Mi"), "40000", "134217728"},
+		{"down", podLevelResources("100m", "100m", "32Mi", "48Mi"), "10000", "50331648"},
+	} {
+		start := resize(step.to)
+		p = e.waitPod(t, "plr", 90*time.Second, "resized "+step.name, resizedTo(step.to))
+		t.Logf("pod-level resize %s reported in %v", step.name, time.Since(start).Round(time.Millisecond))
+		check("after the resize "+step.name, step.quota, step.memory)
+		app := containerStatus(p, "app")
+		if app.RestartCount != 0 || app.ContainerID != appID {
+			t.Fatalf("app restarted: restartCount %d, id %s (was %s)", app.RestartCount, app.ContainerID, appID)
+		}
+		if app.Resources == nil || len(app.Resources.Limits) != 0 || len(app.Resources.Requests) != 0 || len(app.AllocatedResources) != 0 {
+			t.Errorf("app's resources %v, allocatedResources %v; want none (its limits are the pod's)", app.Resources, app.AllocatedResources)
+		}
+	}
+
+	// Below what the pod uses: refused when applied, as upstream's spec
+	// "decrease pod-level memory limit below usage".
+	resize(podLevelResources("50m", "100m", "10Ki", "10Ki")) // requests below limits: still Burstable
+	msg := regexp.MustCompile(`memory limit \(\d+\) below current usage`)
+	p = e.waitPod(t, "plr", 90*time.Second, "PodResizeInProgress Error", func(p *v1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodResizeInProgress && c.Reason == v1.PodReasonError && msg.MatchString(c.Message) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodResizePending {
+			t.Errorf("PodResizePending %s %q beside the in-progress error, want none", c.Reason, c.Message)
+		}
+		if c.Type == v1.PodResizeInProgress {
+			t.Logf("PodResizeInProgress %s: %s", c.Reason, c.Message)
+		}
+	}
+	check("after the refused resize", "10000", "50331648")
+	if q := p.Status.Resources.Limits.Memory(); q.Value() != 48<<20 {
+		t.Errorf("status.resources.limits.memory after the refused resize = %v, want the applied 48Mi", q)
+	}
+}
