@@ -37,6 +37,8 @@ const draTestDriver = "dra.nodekit.test"
 // down.
 func TestDRAEndToEnd(t *testing.T) {
 	e := startProcEnvOpts(t, procEnvOptions{
+		// The API server's kubelet client reads container logs.
+		config: "authentication:\n  x509:\n    clientCAFile: @CAFILE@\n",
 		cp:  []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
 		cri: []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
 	})
@@ -93,11 +95,16 @@ func TestDRAEndToEnd(t *testing.T) {
 	if err := e.client.CoreV1().Pods("default").Delete(ctx, "dra-b", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	e.agent.start()
 	// The DRA manager reconciles every 60 s, as kubelet.
 	calls := waitCalls(t, drv, 3*time.Minute, "unprepare of force-deleted dra-b's claim after the restart", func(c []dratest.Call) bool {
 		return dratest.Count(c, dratest.CallUnprepare, claimB.UID) == 1
 	})
+	t.Logf("dra-b's claim unprepared %v after the restart; driver calls:", time.Since(restarted).Round(time.Second))
+	for _, c := range calls {
+		t.Logf("  %s %s %s %v", c.Call, c.Claim, c.UID, c.Devices)
+	}
 	if _, err := os.Stat(drv.CDISpec(string(claimB.UID))); err == nil {
 		t.Errorf("dra-b's CDI spec %s is still there after its unprepare", drv.CDISpec(string(claimB.UID)))
 	}
@@ -186,13 +193,15 @@ func createDRAPod(t *testing.T, e *procEnv, name string) {
 func waitDRAPodDevice(t *testing.T, e *procEnv, name string) string {
 	t.Helper()
 	e.waitPod(t, name, 3*time.Minute, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-	var dev string
+	var dev, last string
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		b, err := e.client.CoreV1().Pods("default").GetLogs(name, &v1.PodLogOptions{Container: "app"}).DoRaw(ctx)
 		if err != nil {
+			last = err.Error()
 			return false, nil
 		}
 		out := strings.TrimSpace(string(b))
+		last = out
 		if !strings.HasPrefix(out, "device=") {
 			return false, nil
 		}
@@ -200,7 +209,7 @@ func waitDRAPodDevice(t *testing.T, e *procEnv, name string) string {
 		return true, nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s printed no device line within 1m", name)
+		t.Fatalf("pod %s printed no device line within 1m; last: %s", name, last)
 	}
 	if !strings.HasPrefix(dev, "dev-") {
 		t.Fatalf("pod %s printed device %q: the CDI env var did not reach the container", name, dev)
