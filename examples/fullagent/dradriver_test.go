@@ -39,8 +39,8 @@ func TestDRAEndToEnd(t *testing.T) {
 	e := startProcEnvOpts(t, procEnvOptions{
 		// The API server's kubelet client reads container logs.
 		config: "authentication:\n  x509:\n    clientCAFile: @CAFILE@\n",
-		cp:  []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
-		cri: []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
+		cp:     []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
+		cri:    []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
 	})
 	ctx := t.Context()
 	waitNodeReady(t, e)
