@@ -62,6 +62,10 @@ type Containerd struct {
 	Gateway  net.IP     // the bridge's address: pods' gateway, usable as the node IP
 	Subnet   *net.IPNet // the pods' /24
 	Images   []string   // every image reference imported (tags and repo digests)
+	// CDIDir is the directory of CDI spec files containerd 2 reads
+	// (cdi_spec_dirs), where DRA drivers write theirs; containerd 1.6
+	// reads none.
+	CDIDir string
 	// Version is the containerd it runs, ContainerdVersion16 or
 	// ContainerdVersion2; RuntimeVersion is what CRI Version reports
 	// (e.g. "1.6.20~ds1", "v2.4.2").
@@ -140,6 +144,7 @@ func StartContainerd(t testing.TB, opts ...ContainerdOption) *Containerd {
 		Gateway:        c.Gateway,
 		Subnet:         c.Subnet,
 		Images:         images,
+		CDIDir:         c.CDIDir(),
 		Version:        c.Version,
 		RuntimeVersion: c.RuntimeVersion,
 		t:              t,

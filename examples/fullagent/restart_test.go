@@ -58,9 +58,26 @@ func startProcEnvWith(t *testing.T, extraConfig string, extraArgs ...string) *pr
 // extraConfig stands for the control plane's CA file.
 func startProcEnvWrapped(t *testing.T, extraConfig string, wrap []string, extraArgs ...string) *procEnv {
 	t.Helper()
+	return startProcEnvOpts(t, procEnvOptions{config: extraConfig, wrap: wrap, args: extraArgs})
+}
+
+// procEnvOptions are startProcEnvOpts's: extra KubeletConfiguration lines
+// ("@CAFILE@" for the CA file), a wrapper command, extra agent flags, and
+// options of the control plane (controllers) and containerd (version).
+type procEnvOptions struct {
+	config string
+	wrap   []string
+	args   []string
+	cp     []agenttest.ControlPlaneOption
+	cri    []agenttest.ContainerdOption
+}
+
+func startProcEnvOpts(t *testing.T, o procEnvOptions) *procEnv {
+	t.Helper()
+	extraConfig, wrap, extraArgs := o.config, o.wrap, o.args
 	agenttest.SkipShort(t, "the agent as a process")
-	cp := agenttest.StartControlPlane(t)
-	cri := agenttest.StartContainerd(t)
+	cp := agenttest.StartControlPlane(t, o.cp...)
+	cri := agenttest.StartContainerd(t, o.cri...)
 	client := cp.AdminClient()
 	cp.SeedNamespace(t, "default") // what kube-controller-manager would do
 	dir := t.TempDir()
