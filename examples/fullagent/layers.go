@@ -257,6 +257,9 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 	if a.volumes, err = volumemgr.New(vcfg); err != nil {
 		return nil, err
 	}
+	if err := a.volumes.RegisterMetrics(a.metrics.reg); err != nil { // volume_manager_total_volumes
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
 	builder.VolumeMounts = a.volumes.ContainerMounts
 	return builder, nil
 }

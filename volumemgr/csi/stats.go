@@ -83,3 +83,16 @@ func nonNegative(v int64) uint64 {
 	}
 	return uint64(v)
 }
+
+var _ volumemgr.QualifiedNamer = (*Plugin)(nil)
+
+// QualifiedName is upstream's plugin name of the volume set up in dir,
+// "kubernetes.io/csi:DRIVER", read from its vol_data.json; PluginName when
+// that cannot be read.
+func (p *Plugin) QualifiedName(dir string) string {
+	data, err := readVolData(dir)
+	if err != nil || data[keyDriver] == "" {
+		return PluginName
+	}
+	return PluginName + ":" + data[keyDriver]
+}
