@@ -177,7 +177,9 @@ func TestRunVolumeStatsDisabled(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 		if len(m.calls) != 0 {
 			t.Errorf("measured with the period disabled: %v", m.calls)
 		}
