@@ -8,6 +8,15 @@
 // volumes and per-pod ephemeral storage. CPU nanocores come from two
 // readings with an injected clock when the runtime gives none.
 //
+// Plugin volumes (persistentVolumeClaim, ephemeral and csi volumes of the
+// pods Config.Specs lists) are measured by Config.Volumes (csi.Plugin's
+// NodeGetVolumeStats) every Config.VolumeStatsPeriod (kubelet's
+// volumeStatsAggPeriod): MeasureVolumes is the step, RunVolumeStats the
+// loop, as upstream's volume stat calculators. The Summary reports them
+// with their pvcRef, and RegisterVolumeMetrics serves the
+// kubelet_volume_stats_* gauges of the PVC-backed ones from the same
+// measurement.
+//
 // Provider serves server.StatsProvider, eviction.SummaryProvider and
 // gc.ImageFsStats. It does not act on the numbers.
 //
@@ -15,5 +24,6 @@
 //
 //	p, err := stats.New(stats.Config{NodeName: name, RootDir: "/var/lib/kubelet",
 //		PodLogsDir: "/var/log/pods", Runtime: criRuntime, Pods: criRuntime})
+//	go p.RunVolumeStats(ctx) // with Config.Specs and Config.Volumes
 //	sum, err := p.Summary(ctx, false)
 package stats

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -59,17 +60,28 @@ type Config struct {
 	// MinCPUSampleInterval: readings closer than this to the previous one
 	// reuse its rate. Default 1s.
 	MinCPUSampleInterval time.Duration
+	// Specs and Volumes give the plugin volumes (persistentVolumeClaim,
+	// ephemeral, csi) of the pods, measured by Volumes (csi.Plugin) in
+	// MeasureVolumes and reported with their pvcRef. Either nil: only
+	// emptyDirs are reported.
+	Specs   PodSpecs
+	Volumes VolumeMeasurer
+	// VolumeStatsPeriod is how often RunVolumeStats measures the plugin
+	// volumes (kubelet's volumeStatsAggPeriod). Zero means one minute;
+	// negative: never (kubelet's volumeStatsAggPeriod 0).
+	VolumeStatsPeriod time.Duration
 	// Clock defaults to the real clock.
-	Clock clock.PassiveClock
+	Clock clock.WithTicker
 }
 
 // Provider assembles the Summary API from the machine and the runtime.
 // It implements server.StatsProvider, eviction.SummaryProvider and
 // gc.ImageFsStats. Safe for concurrent use.
 type Provider struct {
-	cfg  Config
-	du   *duCache
-	rate *cpuRates
+	cfg     Config
+	du      *duCache
+	rate    *cpuRates
+	volumes pluginVolumes
 
 	mu sync.Mutex
 	// sandboxStatsRetry: after ListPodSandboxStats failed, the provider
@@ -101,6 +113,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.VolumeStatsPeriod == 0 {
+		cfg.VolumeStatsPeriod = time.Minute
 	}
 	return &Provider{cfg: cfg, du: &duCache{clock: cfg.Clock, period: cfg.DiskUsagePeriod},
 		rate: &cpuRates{minInterval: cfg.MinCPUSampleInterval}}, nil
@@ -334,7 +349,8 @@ func (p *Provider) containerFs(ctx context.Context, cs *statsapi.ContainerStats,
 const tmpfsMagic = 0x01021994
 
 // podStorage fills VolumeStats (each emptyDir under RootDir/pods/UID/
-// volumes/kubernetes.io~empty-dir) and EphemeralStorage: writable layers,
+// volumes/kubernetes.io~empty-dir, and the plugin volumes MeasureVolumes
+// last measured) and EphemeralStorage: writable layers,
 // logs and disk-backed emptyDirs, as upstream counts a pod's local
 // ephemeral storage.
 func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, nodeFs *statsapi.FsStats, now time.Time) {
@@ -369,6 +385,9 @@ func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, nodeFs
 		}
 		ps.VolumeStats = append(ps.VolumeStats, vs)
 	}
+	// Plugin volumes (CSI) as last measured; they are not the pod's local
+	// ephemeral storage.
+	ps.VolumeStats = append(ps.VolumeStats, p.volumes.get(types.UID(ps.PodRef.UID))...)
 	for _, c := range ps.Containers {
 		for _, f := range []*statsapi.FsStats{c.Rootfs, c.Logs} {
 			if f != nil {

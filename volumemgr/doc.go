@@ -9,7 +9,9 @@
 // the mount carries the image reference and subPath in nodekit.Mount.Image
 // and ImageSubPath, read-only, and the Runtime pulls and mounts the image).
 // It also turns a container's volumeMounts into nodekit.Mounts, with safe
-// subPath and subPathExpr handling.
+// subPath and subPathExpr handling, and counts both states in
+// volume_manager_total_volumes (RegisterMetrics; a plugin's fully
+// qualified names through the optional QualifiedNamer).
 //
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's

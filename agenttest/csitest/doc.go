@@ -3,12 +3,13 @@
 // runs beside a kubelet.
 //
 // Server serves the CSI Identity and Node services (with the
-// STAGE_UNSTAGE_VOLUME capability): NodeStageVolume creates the volume's
+// STAGE_UNSTAGE_VOLUME and GET_VOLUME_STATS capabilities): NodeStageVolume creates the volume's
 // directory under the state dir (STATE/volumes/HANDLE) and bind-mounts it on
 // the staging path; NodePublishVolume bind-mounts the staging path (or, for
 // a volume published without staging, such as a CSI inline volume, its own
 // directory) on the target path, read-only when asked; NodeUnpublishVolume
-// and NodeUnstageVolume unmount. Every call is appended to STATE/calls.log
+// and NodeUnstageVolume unmount; NodeGetVolumeStats reports statfs of the path
+// with the used bytes and inodes of the volume's tree. Every call is appended to STATE/calls.log
 // ("RPC VOLUME PATH"), and a line "RPC CODE" in STATE/fail makes that RPC
 // fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
 // line is removed. With a registry dir it also serves the kubelet

@@ -28,6 +28,9 @@ type Config struct {
 	Topology map[string]string
 	// StateDir holds the volumes, calls.log and fail.
 	StateDir string
+	// NoVolumeStats leaves GET_VOLUME_STATS out of the node capabilities,
+	// as a driver that reports no volume stats.
+	NoVolumeStats bool
 }
 
 // Server implements the CSI Identity and Node services over Config.
@@ -136,11 +139,19 @@ func (s *Server) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 	return r, nil
 }
 
-// NodeGetCapabilities reports STAGE_UNSTAGE_VOLUME.
+// NodeGetCapabilities reports STAGE_UNSTAGE_VOLUME and, unless
+// Config.NoVolumeStats, GET_VOLUME_STATS.
 func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
-	return &csipb.NodeGetCapabilitiesResponse{Capabilities: []*csipb.NodeServiceCapability{{
-		Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}},
-	}}}, nil
+	types := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
+	if !s.cfg.NoVolumeStats {
+		types = append(types, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	}
+	var caps []*csipb.NodeServiceCapability
+	for _, t := range types {
+		caps = append(caps, &csipb.NodeServiceCapability{
+			Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})
+	}
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 // volumeDir is where a volume's data lives; the handle is made a safe

@@ -41,6 +41,8 @@ type Options struct {
 	Topology   map[string]string
 	// RegistryDir, when set, makes the driver register there.
 	RegistryDir string
+	// NoVolumeStats: the driver does not advertise GET_VOLUME_STATS.
+	NoVolumeStats bool
 }
 
 // Process is a running driver.
@@ -74,6 +76,9 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	p := &Process{Endpoint: filepath.Join(dir, "csi.sock"), StateDir: filepath.Join(dir, "state"), Name: o.Name, done: make(chan struct{})}
 	args := []string{"-name", o.Name, "-node-id", o.NodeID, "-state-dir", p.StateDir, "-endpoint", p.Endpoint,
 		"-max-volumes", fmt.Sprint(o.MaxVolumes), "-registry-dir", o.RegistryDir}
+	if o.NoVolumeStats {
+		args = append(args, "-no-volume-stats")
+	}
 	if len(o.Topology) > 0 {
 		var kv []string
 		for k, v := range o.Topology {

@@ -413,6 +413,9 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 		start("volume object watches", a.watching.Run)
 	}
 	start("volumes", a.volumes.Run)
+	if a.csi != nil {
+		start("volume stats", a.stats.RunVolumeStats)
+	}
 	start("pleg", a.pleg.Run)
 	start("OOM watcher", func(ctx context.Context) error {
 		// Best effort, as upstream: a kernel log that cannot be read (or

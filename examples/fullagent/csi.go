@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
@@ -26,12 +28,17 @@ func (a *agent) newCSI(rootDir string) (*csiParts, error) {
 		return nil, nil
 	}
 	p := &csiParts{drivers: csi.NewDrivers()}
-	var err error
-	if p.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: p.drivers, Client: a.client, NodeName: types.NodeName(a.nodeName)}); err != nil {
+	// csi_operations_seconds and storage_operation_duration_seconds, only
+	// where CSI volumes can be mounted.
+	metrics, err := csi.RegisterMetrics(a.metrics.reg, nil)
+	if err != nil {
+		return nil, fmt.Errorf("csi: metrics: %w", err)
+	}
+	if p.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: p.drivers, Client: a.client, NodeName: types.NodeName(a.nodeName), Metrics: metrics}); err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}
 	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.client),
-		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}})
+		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics})
 	if err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}
@@ -45,4 +52,18 @@ func (p *csiParts) volumePlugins() []volumemgr.Plugin {
 		return nil
 	}
 	return []volumemgr.Plugin{p.plugin}
+}
+
+// statsConfig adds the CSI volumes to the stats provider's config: the
+// pods' claims and csi volumes measured by the plugin every
+// volumeStatsAggPeriod (0: none, as upstream). A standalone agent has no
+// CSI volumes to measure.
+func (p *csiParts) statsConfig(cfg *stats.Config, pods stats.PodSpecs, period time.Duration) {
+	if p == nil {
+		return
+	}
+	cfg.Specs, cfg.Volumes, cfg.VolumeStatsPeriod = pods, p.plugin, period
+	if period <= 0 {
+		cfg.VolumeStatsPeriod = -1
+	}
 }

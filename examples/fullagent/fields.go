@@ -138,7 +138,7 @@ func resourceFields() []configField {
 // (cgroups, resource managers, runtime, API client).
 func cgroupFields() []configField {
 	return []configField{
-		refused("volumeStatsAggPeriod", "volume usage is measured when stats are asked for"),
+		acted("volumeStatsAggPeriod", "stats: how often CSI volumes are measured (NodeGetVolumeStats) for the Summary API and kubelet_volume_stats_*; 0 measures none, as upstream; emptyDirs are measured when stats are asked for"),
 		refused("kubeletCgroups", "the agent stays in the cgroup it was started in"),
 		refused("systemCgroups", "no system cgroup is made"),
 		acted("cgroupRoot", "cgroupmgr"),

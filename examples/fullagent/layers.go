@@ -290,6 +290,9 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 	if a.volumes, err = volumemgr.New(vcfg); err != nil {
 		return nil, err
 	}
+	if err := a.volumes.RegisterMetrics(a.metrics.reg); err != nil { // volume_manager_total_volumes
+		return nil, fmt.Errorf("volumes: %w", err)
+	}
 	builder.VolumeMounts = a.volumes.ContainerMounts
 	return builder, nil
 }
@@ -427,9 +430,15 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 // and, when registering, the node status reporter and the Lease heartbeat.
 func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.EventRecorder, h host) error {
 	var err error
-	if a.stats, err = stats.New(stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir,
-		Runtime: a.runtime, Pods: a.runtime}); err != nil {
+	scfg := stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir, Runtime: a.runtime, Pods: a.runtime}
+	a.csi.statsConfig(&scfg, a.pods, a.cfg.VolumeStatsAggPeriod.Duration) // csi.go
+	if a.stats, err = stats.New(scfg); err != nil {
 		return fmt.Errorf("stats: %w", err)
+	}
+	if a.csi != nil {
+		if err := a.stats.RegisterVolumeMetrics(a.metrics.reg); err != nil {
+			return fmt.Errorf("stats: %w", err)
+		}
 	}
 	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
 		return err

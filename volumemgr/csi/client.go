@@ -18,14 +18,18 @@ type nodeClient struct {
 	node csipb.NodeClient
 }
 
-// dial connects to a driver endpoint, a unix socket path (with or without
-// a unix:// prefix).
-func dial(endpoint string) (*nodeClient, error) {
+// dial connects to driver's endpoint, a unix socket path (with or without
+// a unix:// prefix); with m, its calls are observed in m.
+func dial(endpoint, driver string, m *Metrics) (*nodeClient, error) {
 	target := endpoint
 	if !strings.HasPrefix(target, "unix:") {
 		target = "unix://" + target
 	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if m != nil {
+		opts = append(opts, grpc.WithUnaryInterceptor(m.interceptor(driver)))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to CSI endpoint %q: %w", endpoint, err)
 	}

@@ -21,12 +21,18 @@
 //     driver has STAGE_UNSTAGE_VOLUME, NodePublishVolume into
 //     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
 //     beside it, and NodeUnpublishVolume / NodeUnstageVolume (when no other
-//     pod uses the staged volume) on tear-down.
+//     pod uses the staged volume) on tear-down; VolumeStats, the
+//     NodeGetVolumeStats of a published volume when the driver advertises
+//     GET_VOLUME_STATS (none otherwise, as upstream), for the Summary API;
+//   - Metrics: csi_operations_seconds (every driver call) and
+//     storage_operation_duration_seconds (volume_mount, volume_unmount,
+//     unmount_device of CSI volumes), registered where the caller says.
 //
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler), does not attach volumes: a CSIDriver that requires attachment
 // (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
 // with an error saying so. Block volumes (volumeMode Block, volumeDevices),
-// CSIDriver tokenRequests, NodeGetVolumeStats and NodeExpandVolume are
-// refused or not done yet; see the README.
+// CSIDriver tokenRequests and NodeExpandVolume are refused or not done
+// yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
+// not asked for: kubelet v1.37 does not either.
 package csi

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -35,6 +36,11 @@ type PluginConfig struct {
 	Mounter volumemgr.Mounter
 	// Timeout bounds each driver call; zero means DefaultTimeout.
 	Timeout time.Duration
+	// Metrics, if set, observes the driver calls and the mount and
+	// unmount operations (RegisterMetrics).
+	Metrics *Metrics
+	// Clock stamps volume stats; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // Plugin is the "kubernetes.io/csi" volume plugin.
@@ -93,6 +99,9 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}}, nil
 }
 
@@ -127,12 +136,14 @@ func attachmentName(handle, driver, node string) string {
 }
 
 // SetUp resolves the volume, stages it when the driver stages, and
-// publishes it into req.Dir/mount.
-func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (*volumemgr.SetUpResult, error) {
+// publishes it into req.Dir/mount. Once the volume is resolved, the
+// operation is observed as upstream's "volume_mount".
+func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *volumemgr.SetUpResult, err error) {
 	src, err := p.resolve(ctx, req.Pod, req.Volume)
 	if err != nil {
 		return nil, err
 	}
+	defer p.cfg.Metrics.operation(src.driver, "volume_mount")(&err)
 	pol, err := p.policy(ctx, src)
 	if err != nil {
 		return nil, err
@@ -144,7 +155,7 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (*volum
 	if err != nil {
 		return nil, errors.New(logf("mounter.SetUpAt failed to get CSI client: %v", err))
 	}
-	c, err := dial(endpoint)
+	c, err := dial(endpoint, src.driver, p.cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}

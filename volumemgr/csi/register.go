@@ -31,6 +31,8 @@ type HandlerConfig struct {
 	NodeName types.NodeName
 	// Timeout bounds NodeGetInfo; zero means DefaultTimeout.
 	Timeout time.Duration
+	// Metrics, if set, observes NodeGetInfo (RegisterMetrics).
+	Metrics *Metrics
 }
 
 // Handler is the plugin-registration handler of CSI drivers: a plugin
@@ -93,7 +95,7 @@ func (h *Handler) RegisterPlugin(ctx context.Context, name, endpoint string, ver
 		return err
 	}
 	h.cfg.Drivers.set(name, Driver{Endpoint: endpoint, Version: highest})
-	info, err := h.nodeGetInfo(ctx, endpoint)
+	info, err := h.nodeGetInfo(ctx, name, endpoint)
 	if err == nil {
 		err = h.install(ctx, name, info)
 	}
@@ -104,8 +106,8 @@ func (h *Handler) RegisterPlugin(ctx context.Context, name, endpoint string, ver
 	return nil
 }
 
-func (h *Handler) nodeGetInfo(ctx context.Context, endpoint string) (*nodeInfo, error) {
-	c, err := dial(endpoint)
+func (h *Handler) nodeGetInfo(ctx context.Context, name, endpoint string) (*nodeInfo, error) {
+	c, err := dial(endpoint, name, h.cfg.Metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -16,8 +16,9 @@ import (
 // TearDown unpublishes the volume from req.Dir/mount and, when no other
 // pod on the node still publishes it, unstages it. It reads what to call
 // from vol_data.json, so it works for volumes found on disk after a
-// restart.
-func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) error {
+// restart. It is observed as upstream's "volume_unmount", and the unstage
+// as "unmount_device".
+func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (err error) {
 	data, err := readVolData(req.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Never published (or already torn down): only an empty dir to remove.
@@ -30,12 +31,13 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) e
 		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
+	defer p.cfg.Metrics.operation(driver, "volume_unmount")(&err)
 	defer p.lock(driver, handle)()
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
 	if err != nil {
 		return errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
 	}
-	c, err := dial(endpoint)
+	c, err := dial(endpoint, driver, p.cfg.Metrics)
 	if err != nil {
 		return err
 	}
@@ -60,7 +62,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) e
 
 // unstageIfUnused calls NodeUnstageVolume once no pod directory publishes
 // the volume any more, and removes the staging directories.
-func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, handle string) error {
+func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, handle string) (err error) {
 	staging := p.stagingDir(driver, handle)
 	if _, err := os.Stat(filepath.Join(filepath.Dir(staging), volDataFile)); errors.Is(err, fs.ErrNotExist) {
 		return nil // not staged
@@ -69,6 +71,7 @@ func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, han
 	if err != nil || inUse {
 		return err
 	}
+	defer p.cfg.Metrics.operation(driver, "unmount_device")(&err)
 	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
 		return fmt.Errorf("UnmountDevice failed for volume %q: %w", handle, err)
 	}

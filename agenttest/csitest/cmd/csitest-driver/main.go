@@ -23,6 +23,7 @@ func main() {
 	flag.StringVar(&topology, "topology", "", "accessible topology, KEY=VALUE[,KEY=VALUE...]")
 	flag.StringVar(&cfg.StateDir, "state-dir", "", "volumes, calls.log and fail (required)")
 	flag.StringVar(&endpoint, "endpoint", "", "CSI unix socket path (required)")
+	flag.BoolVar(&cfg.NoVolumeStats, "no-volume-stats", false, "do not advertise GET_VOLUME_STATS")
 	flag.StringVar(&registry, "registry-dir", "", "the agent's plugins_registry dir; empty: do not register")
 	flag.Parse()
 	if topology != "" {
