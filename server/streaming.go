@@ -11,9 +11,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"

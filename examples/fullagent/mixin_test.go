@@ -12,11 +12,13 @@ import (
 // an event, as upstream's (a CounterVec has no series before its first
 // increment), are left out here and covered where the event happens:
 // kubelet_runtime_operations_errors_total (a failed CRI call),
-// kubelet_evictions (an eviction), storage_operation_errors_total (a
-// failed volume operation), the kubelet_certificate_manager_* and
+// kubelet_evictions (an eviction), the kubelet_certificate_manager_* and
 // kubelet_server_expiration_renew_errors series (certificate rotation on),
-// kubelet_volume_stats_* (a PVC-backed volume). kubelet_node_config_error
-// is read by the mixin's dashboard but kubelet v1.37 no longer has it.
+// kubelet_volume_stats_* and storage_operation_duration_seconds (a CSI
+// volume; TestCSIVolumeStats). The mixin's dashboard also reads
+// kubelet_node_config_error and storage_operation_errors_total, which
+// kubelet v1.37 no longer has (failures are storage_operation_duration's
+// status label).
 var mixinSeries = []string{
 	"go_goroutines",
 	"kubelet_cgroup_manager_duration_seconds_bucket",
@@ -37,6 +39,7 @@ var mixinSeries = []string{
 	"process_resident_memory_bytes",
 	"rest_client_request_duration_seconds_bucket",
 	"rest_client_requests_total",
+	"volume_manager_total_volumes",
 }
 
 // missingFamilies returns the families of want with no series in scraped

@@ -18,7 +18,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -312,24 +311,15 @@ func checkLogsAndExec(ctx context.Context, cp *localcp.ControlPlane, client kube
 	}
 	req := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("exec").
 		VersionedParams(&v1.PodExecOptions{Container: "app", Command: []string{"echo", "exec works"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	// As kubectl: WebSocket first, SPDY when the upgrade is refused.
-	ws, err := remotecommand.NewWebSocketExecutor(cp.Admin, "GET", req.URL().String())
-	if err != nil {
-		return err
-	}
-	spdy, err := remotecommand.NewSPDYExecutor(cp.Admin, "POST", req.URL())
-	if err != nil {
-		return err
-	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	// As kubectl v1.37: WebSocket (v5), which the API server hands to the
+	// node as it is when the node declares ExtendWebSocketsToKubelet.
+	ex, err := remotecommand.NewWebSocketExecutor(cp.Admin, "GET", req.URL().String())
 	if err != nil {
 		return err
 	}
 	var out, errOut bytes.Buffer
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut}); err != nil || out.String() != "exec works\n" {
-		return fmt.Errorf("kubectl exec %s -- echo: stdout %q, stderr %q, %v", pod.Name, out.String(), errOut.String(), err)
+		return fmt.Errorf("kubectl exec %s -- echo: stdout %q, stderr %q: %w", pod.Name, out.String(), errOut.String(), err)
 	}
 	return nil
 }
