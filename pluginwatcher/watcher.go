@@ -98,8 +98,12 @@ type Watcher struct {
 	resync   time.Duration
 
 	mu      sync.Mutex
-	events  uint64                 // create events seen
-	desired map[string]identity    // sockets seen, by path
+	events  uint64              // create events seen
+	desired map[string]identity // sockets seen, by path
+	// walked are the sockets a directory walk recorded and no create event
+	// has confirmed yet: the walk can see a socket before the create
+	// event of the same socket arrives, which must not re-register it.
+	walked  map[string]bool
 	actual  map[string]*registered // registered plugins, by socket path
 	retries map[string]*retry      // failed registrations, by socket path
 }
@@ -116,6 +120,7 @@ func New(opts Options) (*Watcher, error) {
 		logger:   opts.Logger,
 		resync:   opts.ResyncPeriod,
 		desired:  map[string]identity{},
+		walked:   map[string]bool{},
 		actual:   map[string]*registered{},
 		retries:  map[string]*retry{},
 	}
@@ -310,11 +315,20 @@ func (w *Watcher) addSocket(path string, created bool) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if created {
+	old, seen := w.desired[path]
+	same := seen && old.ino == id.ino && old.mtime == id.mtime
+	switch {
+	case created && same && w.walked[path]:
+		delete(w.walked, path) // the event of the socket the walk found
+		return false
+	case created:
 		w.events++
 		id.event = w.events
-	} else if old, ok := w.desired[path]; ok && old.ino == id.ino && old.mtime == id.mtime {
+		delete(w.walked, path)
+	case same:
 		return false
+	default:
+		w.walked[path] = true
 	}
 	w.desired[path] = id
 	return true
@@ -328,6 +342,7 @@ func (w *Watcher) removeSocket(path string) bool {
 	for p := range w.desired {
 		if p == path || strings.HasPrefix(p, path+string(filepath.Separator)) {
 			delete(w.desired, p)
+			delete(w.walked, p)
 			changed = true
 		}
 	}
