@@ -1,9 +1,6 @@
 package agenttest
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -12,11 +9,9 @@ import (
 // does. It runs no plugin.
 func BuildCredentialProvider(t testing.TB, dir, name string) string {
 	t.Helper()
-	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(t.Context(), "go", "build", "-o", out, "github.com/nodekit/nodekit/agenttest/credprovtest")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the credential provider plugin: %v\n%s", err, b)
+	out, err := BuildCommand(dir, "github.com/nodekit/nodekit/agenttest/credprovtest", name)
+	if err != nil {
+		t.Fatalf("build the credential provider plugin: %v", err)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package csitest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,14 +22,7 @@ const DriverPackage = "github.com/nodekit/nodekit/agenttest/csitest/cmd/csitest-
 // binary's path. Call it once per test binary (TestMain or a sync.Once)
 // and pass the path to Start.
 func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "csitest-driver")
-	cmd := exec.Command("go", "build", "-o", bin, DriverPackage)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", DriverPackage, err, out.String())
-	}
-	return bin, nil
+	return agenttest.BuildCommand(dir, DriverPackage, "csitest-driver")
 }
 
 // Options of a started driver; Name, NodeID and Topology as in Config.

@@ -1,7 +1,6 @@
 package dratest
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,14 +20,7 @@ const DriverPackage = "github.com/nodekit/nodekit/agenttest/dratest/cmd/dratest-
 // Build builds the driver command into dir with `go build` and returns the
 // binary's path. Call it once per test binary and pass the path to Start.
 func Build(dir string) (string, error) {
-	bin := filepath.Join(dir, "dratest-driver")
-	cmd := exec.Command("go", "build", "-o", bin, DriverPackage)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", DriverPackage, err, out.String())
-	}
-	return bin, nil
+	return agenttest.BuildCommand(dir, DriverPackage, "dratest-driver")
 }
 
 // Options of a started driver.
