@@ -8,11 +8,13 @@
 // volumes and per-pod ephemeral storage. CPU nanocores come from two
 // readings with an injected clock when the runtime gives none.
 //
-// Plugin volumes (persistentVolumeClaim, ephemeral and csi volumes of the
-// pods Config.Specs lists) are measured by Config.Volumes (csi.Plugin's
-// NodeGetVolumeStats) every Config.VolumeStatsPeriod (kubelet's
-// volumeStatsAggPeriod): MeasureVolumes is the step, RunVolumeStats the
-// loop, as upstream's volume stat calculators. The Summary reports them
+// The volumes of the pods Config.Specs lists are measured every
+// Config.VolumeStatsPeriod (kubelet's volumeStatsAggPeriod; never at 0):
+// emptyDir, configMap, secret, downwardAPI and projected volumes by a walk
+// of their directory, plugin volumes (persistentVolumeClaim, ephemeral
+// and csi) by Config.Volumes (csi.Plugin's NodeGetVolumeStats).
+// MeasureVolumes is the step, RunVolumeStats the loop, as upstream's
+// volume stat calculators; the Summary reports what was last measured. The Summary reports them
 // with their pvcRef, and RegisterVolumeMetrics serves the
 // kubelet_volume_stats_* gauges of the PVC-backed ones from the same
 // measurement.

@@ -60,15 +60,20 @@ type Config struct {
 	// MinCPUSampleInterval: readings closer than this to the previous one
 	// reuse its rate. Default 1s.
 	MinCPUSampleInterval time.Duration
-	// Specs and Volumes give the plugin volumes (persistentVolumeClaim,
-	// ephemeral, csi) of the pods, measured by Volumes (csi.Plugin) in
-	// MeasureVolumes and reported with their pvcRef. Either nil: only
-	// emptyDirs are reported.
+	// Specs lists the pods whose volumes MeasureVolumes measures every
+	// VolumeStatsPeriod, as upstream's volume stat calculators: the local
+	// ones (emptyDir, configMap, secret, downwardAPI, projected) by a walk
+	// of their directory, the plugin ones (persistentVolumeClaim,
+	// ephemeral, csi) through Volumes (csi.Plugin), reported with their
+	// pvcRef. The Summary then reports only what was measured. Without
+	// Specs (a library user with no pod list) the Summary walks the
+	// emptyDirs it finds under RootDir on demand (DiskUsagePeriod) and
+	// reports no other volume.
 	Specs   PodSpecs
 	Volumes VolumeMeasurer
-	// VolumeStatsPeriod is how often RunVolumeStats measures the plugin
-	// volumes (kubelet's volumeStatsAggPeriod). Zero means one minute;
-	// negative: never (kubelet's volumeStatsAggPeriod 0).
+	// VolumeStatsPeriod is how often RunVolumeStats measures the volumes
+	// (kubelet's volumeStatsAggPeriod). Zero means one minute; negative:
+	// never (kubelet's volumeStatsAggPeriod 0).
 	VolumeStatsPeriod time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -81,7 +86,7 @@ type Provider struct {
 	cfg     Config
 	du      *duCache
 	rate    *cpuRates
-	volumes pluginVolumes
+	volumes measuredVolumes
 
 	mu sync.Mutex
 	// sandboxStatsRetry: after ListPodSandboxStats failed, the provider
@@ -348,15 +353,47 @@ func (p *Provider) containerFs(ctx context.Context, cs *statsapi.ContainerStats,
 // tmpfsMagic is TMPFS_MAGIC: a memory-backed emptyDir.
 const tmpfsMagic = 0x01021994
 
-// podStorage fills VolumeStats (each emptyDir under RootDir/pods/UID/
-// volumes/kubernetes.io~empty-dir, and the plugin volumes MeasureVolumes
-// last measured) and EphemeralStorage: writable layers,
-// logs and disk-backed emptyDirs, as upstream counts a pod's local
-// ephemeral storage.
+// podStorage fills VolumeStats and EphemeralStorage (writable layers,
+// logs and the local ephemeral volumes, as upstream counts a pod's local
+// ephemeral storage). With Config.Specs the volumes are those
+// MeasureVolumes last measured; without, the emptyDirs found under
+// RootDir/pods/UID/volumes/kubernetes.io~empty-dir, walked now.
 func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, nodeFs *statsapi.FsStats, now time.Time) {
-	dir := filepath.Join(p.cfg.RootDir, "pods", ps.PodRef.UID, "volumes", "kubernetes.io~empty-dir")
-	entries, _ := os.ReadDir(dir)
+	var pv podVolumes
+	if p.cfg.Specs != nil {
+		pv = p.volumes.get(types.UID(ps.PodRef.UID))
+	} else {
+		pv = p.walkEmptyDirs(ctx, ps.PodRef.UID, nodeFs, now)
+	}
+	ps.VolumeStats = append(ps.VolumeStats, pv.all...)
 	var bytes, inodes uint64
+	for _, v := range pv.ephemeral {
+		bytes += deref(v.UsedBytes)
+		inodes += deref(v.InodesUsed)
+	}
+	for _, c := range ps.Containers {
+		for _, f := range []*statsapi.FsStats{c.Rootfs, c.Logs} {
+			if f != nil {
+				bytes += deref(f.UsedBytes)
+				inodes += deref(f.InodesUsed)
+			}
+		}
+	}
+	ps.EphemeralStorage = &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: ptrTo(bytes), InodesUsed: ptrTo(inodes)}
+	if nodeFs != nil {
+		ps.EphemeralStorage.CapacityBytes, ps.EphemeralStorage.AvailableBytes = nodeFs.CapacityBytes, nodeFs.AvailableBytes
+		ps.EphemeralStorage.Inodes, ps.EphemeralStorage.InodesFree = nodeFs.Inodes, nodeFs.InodesFree
+	}
+	slices.SortFunc(ps.VolumeStats, func(a, b statsapi.VolumeStats) int { return cmp.Compare(a.Name, b.Name) })
+}
+
+// walkEmptyDirs measures a pod's emptyDirs found on disk (through the du
+// cache), for a provider without Config.Specs; the disk-backed ones are
+// its local ephemeral storage.
+func (p *Provider) walkEmptyDirs(ctx context.Context, uid string, nodeFs *statsapi.FsStats, now time.Time) podVolumes {
+	dir := filepath.Join(p.cfg.RootDir, "pods", uid, "volumes", "kubernetes.io~empty-dir")
+	entries, _ := os.ReadDir(dir)
+	var pv podVolumes
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
@@ -376,32 +413,15 @@ func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, nodeFs
 			if err == nil {
 				vs.CapacityBytes, vs.AvailableBytes = ptrTo(u.Capacity), ptrTo(u.Available)
 			}
-		} else {
-			bytes += use.Bytes
-			inodes += use.Inodes
-			if nodeFs != nil {
-				vs.CapacityBytes, vs.AvailableBytes, vs.Inodes, vs.InodesFree = nodeFs.CapacityBytes, nodeFs.AvailableBytes, nodeFs.Inodes, nodeFs.InodesFree
-			}
+		} else if nodeFs != nil {
+			vs.CapacityBytes, vs.AvailableBytes, vs.Inodes, vs.InodesFree = nodeFs.CapacityBytes, nodeFs.AvailableBytes, nodeFs.Inodes, nodeFs.InodesFree
 		}
-		ps.VolumeStats = append(ps.VolumeStats, vs)
-	}
-	// Plugin volumes (CSI) as last measured; they are not the pod's local
-	// ephemeral storage.
-	ps.VolumeStats = append(ps.VolumeStats, p.volumes.get(types.UID(ps.PodRef.UID))...)
-	for _, c := range ps.Containers {
-		for _, f := range []*statsapi.FsStats{c.Rootfs, c.Logs} {
-			if f != nil {
-				bytes += deref(f.UsedBytes)
-				inodes += deref(f.InodesUsed)
-			}
+		pv.all = append(pv.all, vs)
+		if !memory {
+			pv.ephemeral = append(pv.ephemeral, vs)
 		}
 	}
-	ps.EphemeralStorage = &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: ptrTo(bytes), InodesUsed: ptrTo(inodes)}
-	if nodeFs != nil {
-		ps.EphemeralStorage.CapacityBytes, ps.EphemeralStorage.AvailableBytes = nodeFs.CapacityBytes, nodeFs.AvailableBytes
-		ps.EphemeralStorage.Inodes, ps.EphemeralStorage.InodesFree = nodeFs.Inodes, nodeFs.InodesFree
-	}
-	slices.SortFunc(ps.VolumeStats, func(a, b statsapi.VolumeStats) int { return cmp.Compare(a.Name, b.Name) })
+	return pv
 }
 
 func deref(p *uint64) uint64 {

@@ -3,11 +3,17 @@ package stats
 import (
 	"cmp"
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
@@ -27,35 +33,71 @@ type VolumeMeasurer interface {
 	VolumeStats(ctx context.Context, podUID types.UID, name string) (fs *statsapi.FsStats, ok bool, err error)
 }
 
-// pluginVolumes are the latest plugin volume stats by pod, as upstream's
+// measuredVolumes are the latest volume stats by pod, as upstream's
 // volume stat calculators keep them: measured every volumeStatsAggPeriod
 // and read by the Summary API and the kubelet_volume_stats_* collector.
-type pluginVolumes struct {
+type measuredVolumes struct {
 	mu  sync.Mutex
-	pod map[types.UID][]statsapi.VolumeStats
+	pod map[types.UID]podVolumes
 }
 
-func (v *pluginVolumes) get(uid types.UID) []statsapi.VolumeStats {
+// podVolumes is one pod's measurement: every volume, and the part of them
+// that counts as the pod's local ephemeral storage.
+type podVolumes struct {
+	all       []statsapi.VolumeStats
+	ephemeral []statsapi.VolumeStats
+}
+
+func (v *measuredVolumes) get(uid types.UID) podVolumes {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return slices.Clone(v.pod[uid])
+	pv := v.pod[uid]
+	return podVolumes{all: slices.Clone(pv.all), ephemeral: slices.Clone(pv.ephemeral)}
 }
 
-func (v *pluginVolumes) all() []statsapi.VolumeStats {
+func (v *measuredVolumes) all() []statsapi.VolumeStats {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var out []statsapi.VolumeStats
-	for _, vs := range v.pod {
-		out = append(out, vs...)
+	for _, pv := range v.pod {
+		out = append(out, pv.all...)
 	}
 	return out
 }
 
 // measuredByPlugin reports whether a volume is one the VolumeMeasurer
-// answers for (the CSI plugin's sources); the provider measures emptyDirs
-// itself.
+// answers for (the CSI plugin's sources).
 func measuredByPlugin(vol *v1.Volume) bool {
 	return vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil || vol.CSI != nil
+}
+
+// localPluginDir is the directory, under RootDir/pods/UID/volumes, of a
+// volume the provider measures itself by walking it, as upstream's
+// emptyDir, configMap, secret, downwardAPI and projected plugins measure
+// theirs; "" for any other volume (hostPath, image volumes: no stats, as
+// upstream).
+func localPluginDir(vol *v1.Volume) string {
+	switch {
+	case vol.EmptyDir != nil:
+		return "kubernetes.io~empty-dir"
+	case vol.ConfigMap != nil:
+		return "kubernetes.io~configmap"
+	case vol.Secret != nil:
+		return "kubernetes.io~secret"
+	case vol.DownwardAPI != nil:
+		return "kubernetes.io~downward-api"
+	case vol.Projected != nil:
+		return "kubernetes.io~projected"
+	}
+	return ""
+}
+
+// localEphemeral reports whether a volume's use counts as the pod's local
+// ephemeral storage, as upstream decides it: a disk-backed emptyDir, a
+// configMap or a gitRepo volume.
+func localEphemeral(vol *v1.Volume) bool {
+	return vol.GitRepo != nil || vol.ConfigMap != nil ||
+		(vol.EmptyDir != nil && vol.EmptyDir.Medium == v1.StorageMediumDefault)
 }
 
 // pvcRef is the claim a volume reads, as upstream's calculator names it:
@@ -71,37 +113,34 @@ func pvcRef(pod *v1.Pod, vol *v1.Volume) *statsapi.PVCReference {
 }
 
 // MeasureVolumes is the step of the volume stats calculator: it measures
-// every plugin volume (Config.Volumes) of every pod Config.Specs lists and
-// keeps the result for Summary and the volume metrics; pods no longer
-// listed, and volumes no longer set up, are forgotten. A volume that fails
-// is left out (logged), as upstream. It blocks on the plugin's drivers.
-// Without Config.Volumes or Config.Specs it does nothing.
+// every volume of every pod Config.Specs lists — the local ones (emptyDir,
+// configMap, secret, downwardAPI, projected) by walking their directory,
+// the plugin ones through Config.Volumes — and keeps the result for
+// Summary and the volume metrics; pods no longer listed, and volumes no
+// longer set up, are forgotten. A volume that fails is left out (logged),
+// as upstream. It blocks on the plugin's drivers. Without Config.Specs it
+// does nothing.
 func (p *Provider) MeasureVolumes(ctx context.Context) {
-	if p.cfg.Volumes == nil || p.cfg.Specs == nil {
+	if p.cfg.Specs == nil {
 		return
 	}
-	logger := klog.FromContext(ctx)
-	latest := map[types.UID][]statsapi.VolumeStats{}
+	latest := map[types.UID]podVolumes{}
 	for _, pod := range p.cfg.Specs.Pods() {
-		var vols []statsapi.VolumeStats
+		var pv podVolumes
 		for i := range pod.Spec.Volumes {
 			vol := &pod.Spec.Volumes[i]
-			if !measuredByPlugin(vol) {
-				continue
-			}
-			fs, ok, err := p.cfg.Volumes.VolumeStats(ctx, pod.UID, vol.Name)
-			if err != nil {
-				logger.V(4).Info("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", vol.Name, "err", err)
-				continue
-			}
+			vs, ok := p.measureVolume(ctx, pod, vol)
 			if !ok {
 				continue
 			}
-			vols = append(vols, statsapi.VolumeStats{Name: vol.Name, PVCRef: pvcRef(pod, vol), FsStats: *fs})
+			pv.all = append(pv.all, vs)
+			if localEphemeral(vol) {
+				pv.ephemeral = append(pv.ephemeral, vs)
+			}
 		}
-		if len(vols) > 0 {
-			slices.SortFunc(vols, func(a, b statsapi.VolumeStats) int { return cmp.Compare(a.Name, b.Name) })
-			latest[pod.UID] = vols
+		if len(pv.all) > 0 {
+			slices.SortFunc(pv.all, func(a, b statsapi.VolumeStats) int { return cmp.Compare(a.Name, b.Name) })
+			latest[pod.UID] = pv
 		}
 	}
 	p.volumes.mu.Lock()
@@ -109,9 +148,58 @@ func (p *Provider) MeasureVolumes(ctx context.Context) {
 	p.volumes.mu.Unlock()
 }
 
+// measureVolume measures one volume of pod; ok is false when it is not set
+// up, has no stats or failed (logged at V(4), as upstream).
+func (p *Provider) measureVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (statsapi.VolumeStats, bool) {
+	logger := klog.FromContext(ctx)
+	if dir := localPluginDir(vol); dir != "" {
+		st, err := measureDir(filepath.Join(p.cfg.RootDir, "pods", string(pod.UID), "volumes", dir, vol.Name), p.cfg.Clock.Now())
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				logger.V(4).Info("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", vol.Name, "err", err)
+			}
+			return statsapi.VolumeStats{}, false
+		}
+		return statsapi.VolumeStats{Name: vol.Name, FsStats: *st}, true
+	}
+	if !measuredByPlugin(vol) || p.cfg.Volumes == nil {
+		return statsapi.VolumeStats{}, false
+	}
+	fs, ok, err := p.cfg.Volumes.VolumeStats(ctx, pod.UID, vol.Name)
+	if err != nil {
+		logger.V(4).Info("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", vol.Name, "err", err)
+		return statsapi.VolumeStats{}, false
+	}
+	if !ok {
+		return statsapi.VolumeStats{}, false
+	}
+	return statsapi.VolumeStats{Name: vol.Name, PVCRef: pvcRef(pod, vol), FsStats: *fs}, true
+}
+
+// measureDir is what upstream's du-based volume metrics report: the
+// directory's use (a walk) and its filesystem's capacity, free space and
+// inodes.
+func measureDir(path string, now time.Time) (*statsapi.FsStats, error) {
+	if _, err := os.Lstat(path); err != nil {
+		return nil, err
+	}
+	use, err := Du(path)
+	if err != nil {
+		return nil, err
+	}
+	fsu, err := Statfs(path)
+	if err != nil {
+		return nil, err
+	}
+	return &statsapi.FsStats{Time: metav1.NewTime(now), UsedBytes: ptrTo(use.Bytes), InodesUsed: ptrTo(use.Inodes),
+		CapacityBytes: ptrTo(fsu.Capacity), AvailableBytes: ptrTo(fsu.Available),
+		Inodes: ptrTo(fsu.Inodes), InodesFree: ptrTo(fsu.InodesFree)}, nil
+}
+
 // RunVolumeStats calls MeasureVolumes at once and then every
 // Config.VolumeStatsPeriod until ctx ends; with the period negative
-// (kubelet's volumeStatsAggPeriod 0) it measures nothing and only waits.
+// (kubelet's volumeStatsAggPeriod 0) it measures nothing and only waits,
+// and the Summary reports no volumes, as upstream.
 func (p *Provider) RunVolumeStats(ctx context.Context) error {
 	if p.cfg.VolumeStatsPeriod < 0 {
 		<-ctx.Done()
@@ -147,7 +235,7 @@ func volumeDesc(name, help string) *prometheus.Desc {
 
 // volumeCollector serves the latest plugin volume stats of PVC-backed
 // volumes, one series set per claim (pods sharing a claim report it once).
-type volumeCollector struct{ v *pluginVolumes }
+type volumeCollector struct{ v *measuredVolumes }
 
 // RegisterVolumeMetrics registers the kubelet_volume_stats_* gauges of the
 // provider's PVC-backed volumes with reg. A scrape reads the latest

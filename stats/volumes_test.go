@@ -185,3 +185,64 @@ func TestRunVolumeStatsDisabled(t *testing.T) {
 		}
 	})
 }
+
+// TestMeasureLocalVolumes: with Config.Specs the local volumes (emptyDir
+// on disk and in memory, configMap, secret, projected) are measured by
+// MeasureVolumes only, as upstream's calculators: the Summary reports none
+// before the first measurement, and the pod's ephemeral storage counts the
+// disk emptyDir and the configMap (upstream's local ephemeral volumes) but
+// not the secret or projected volume. hostPath has no stats.
+func TestMeasureLocalVolumes(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"pods/uid-1/volumes/kubernetes.io~empty-dir/scratch/data":  string(make([]byte, 64<<10)),
+		"pods/uid-1/volumes/kubernetes.io~configmap/conf/key":      string(make([]byte, 8<<10)),
+		"pods/uid-1/volumes/kubernetes.io~secret/token/key":        string(make([]byte, 16<<10)),
+		"pods/uid-1/volumes/kubernetes.io~projected/kube-api/ca":   string(make([]byte, 4<<10)),
+		"pods/uid-1/volumes/kubernetes.io~empty-dir/not-in-spec/x": "x",
+	})
+	specs := &fakeSpecs{volumesPod("default", "web", "uid-1",
+		v1.Volume{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+		v1.Volume{Name: "conf", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{}}},
+		v1.Volume{Name: "token", VolumeSource: v1.VolumeSource{Secret: &v1.SecretVolumeSource{}}},
+		v1.Volume{Name: "kube-api", VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
+		v1.Volume{Name: "host", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: root}}},
+		v1.Volume{Name: "not-set-up", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}})}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	cri := &fakeCRI{mount: root, containers: []*runtimeapi.ContainerStats{ctrStats("c1", "app", 0, 1, 1, 4096, clk.Now())}}
+	p, err := New(Config{RootDir: root, PodLogsDir: t.TempDir(), Runtime: cri, Clock: clk, Specs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	volumes := func() (names []string, eph uint64) {
+		sum, err := p.Summary(t.Context(), false)
+		if err != nil || len(sum.Pods) != 1 {
+			t.Fatalf("summary: %v, %+v", err, sum)
+		}
+		for _, vs := range sum.Pods[0].VolumeStats {
+			if vs.CapacityBytes == nil || *vs.CapacityBytes == 0 || vs.UsedBytes == nil {
+				t.Errorf("volume %s: no capacity or use: %+v", vs.Name, vs.FsStats)
+			}
+			names = append(names, vs.Name)
+		}
+		return names, deref(sum.Pods[0].EphemeralStorage.UsedBytes)
+	}
+	if names, eph := volumes(); len(names) != 0 || eph != 4096 {
+		t.Fatalf("before any measurement: volumes %v, ephemeral %d; want none and the writable layer only", names, eph)
+	}
+	p.MeasureVolumes(t.Context())
+	names, eph := volumes()
+	if strings.Join(names, " ") != "conf kube-api scratch token" {
+		t.Errorf("volumes: %v", names)
+	}
+	scratch, _ := Du(root + "/pods/uid-1/volumes/kubernetes.io~empty-dir/scratch")
+	conf, _ := Du(root + "/pods/uid-1/volumes/kubernetes.io~configmap/conf")
+	if want := 4096 + scratch.Bytes + conf.Bytes; eph != want {
+		t.Errorf("ephemeral storage %d, want %d (layer + scratch + conf)", eph, want)
+	}
+	*specs = nil
+	p.MeasureVolumes(t.Context())
+	if names, _ := volumes(); len(names) != 0 {
+		t.Errorf("volumes after the pod left the specs: %v", names)
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -54,16 +53,12 @@ func (p *csiParts) volumePlugins() []volumemgr.Plugin {
 	return []volumemgr.Plugin{p.plugin}
 }
 
-// statsConfig adds the CSI volumes to the stats provider's config: the
-// pods' claims and csi volumes measured by the plugin every
-// volumeStatsAggPeriod (0: none, as upstream). A standalone agent has no
-// CSI volumes to measure.
-func (p *csiParts) statsConfig(cfg *stats.Config, pods stats.PodSpecs, period time.Duration) {
+// statsConfig adds the CSI plugin to the stats provider's config: the
+// pods' claims and csi volumes are measured by it (NodeGetVolumeStats).
+// A standalone agent has no CSI volumes to measure.
+func (p *csiParts) statsConfig(cfg *stats.Config) {
 	if p == nil {
 		return
 	}
-	cfg.Specs, cfg.Volumes, cfg.VolumeStatsPeriod = pods, p.plugin, period
-	if period <= 0 {
-		cfg.VolumeStatsPeriod = -1
-	}
+	cfg.Volumes = p.plugin
 }

@@ -56,9 +56,11 @@ func containersOf(t *testing.T, rt *criruntime.Runtime, uid types.UID) map[strin
 // past sizeLimit is evicted (Failed, Evicted, upstream's message) while a
 // Guaranteed pod within its limits runs on; the evicted pod's containers
 // are then garbage collected, and a crash-looping container keeps only
-// its newest dead instance, whose log `--previous` still reads.
+// its newest dead instance, whose log `--previous` still reads. Volumes
+// are measured every volumeStatsAggPeriod (2s here; upstream's default
+// minute would make the eviction wait for it).
 func TestLocalStorageEvictionAndContainerGC(t *testing.T) {
-	e := startEnv(t, envOption{flags: func(o *options) { o.containerGCPeriod = 2 * time.Second }})
+	e := startEnv(t, envOption{config: "volumeStatsAggPeriod: 2s\n", flags: func(o *options) { o.containerGCPeriod = 2 * time.Second }})
 	rt := runtimeOf(t, e)
 	grace := int64(1)
 	filler := &v1.Pod{

@@ -138,7 +138,7 @@ func resourceFields() []configField {
 // (cgroups, resource managers, runtime, API client).
 func cgroupFields() []configField {
 	return []configField{
-		acted("volumeStatsAggPeriod", "stats: how often CSI volumes are measured (NodeGetVolumeStats) for the Summary API and kubelet_volume_stats_*; 0 measures none, as upstream; emptyDirs are measured when stats are asked for"),
+		acted("volumeStatsAggPeriod", "stats: how often every pod volume is measured (emptyDir, configMap, secret, downwardAPI, projected by a walk; CSI by NodeGetVolumeStats) for the Summary API, eviction and kubelet_volume_stats_*; 0 measures none and reports no volumes, as upstream"),
 		refused("kubeletCgroups", "the agent stays in the cgroup it was started in"),
 		refused("systemCgroups", "no system cgroup is made"),
 		acted("cgroupRoot", "cgroupmgr"),

@@ -430,8 +430,14 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 // and, when registering, the node status reporter and the Lease heartbeat.
 func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.EventRecorder, h host) error {
 	var err error
-	scfg := stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir, Runtime: a.runtime, Pods: a.runtime}
-	a.csi.statsConfig(&scfg, a.pods, a.cfg.VolumeStatsAggPeriod.Duration) // csi.go
+	// Every volume of the agent's pods is measured every
+	// volumeStatsAggPeriod (0: none, as upstream).
+	scfg := stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir, Runtime: a.runtime, Pods: a.runtime,
+		Specs: a.pods, VolumeStatsPeriod: a.cfg.VolumeStatsAggPeriod.Duration}
+	if scfg.VolumeStatsPeriod <= 0 {
+		scfg.VolumeStatsPeriod = -1
+	}
+	a.csi.statsConfig(&scfg) // csi.go
 	if a.stats, err = stats.New(scfg); err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}

@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
@@ -120,6 +121,13 @@ func run(ctx context.Context, o options) error {
 	}
 	if !keep {
 		defer os.RemoveAll(dir)
+		// After the agent stopped (stopProcs, below, runs first): its
+		// root's bind mount and its pods' volumes stay mounted otherwise.
+		defer func() {
+			if _, err := fsutil.UnmountBelow(dir); err != nil {
+				fmt.Fprintln(os.Stderr, "conformance:", err)
+			}
+		}()
 	}
 	var procsToStop []*exec.Cmd
 	stopProcs := func() {

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
@@ -163,7 +164,10 @@ func up(ctx context.Context, dir string, nodes []string, stdout, stderr io.Write
 	return nil
 }
 
-// down stops the agent, the runtime, then the control plane.
+// down stops the agent, the runtime, then the control plane. Once the
+// agent and the runtime are stopped it detaches what the agent left
+// mounted under its directory (its root's bind mount, the pods' volumes),
+// so that `make clean` can remove it.
 func down(ctx context.Context, dir string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, stopTimeout)
 	defer cancel()
@@ -171,6 +175,14 @@ func down(ctx context.Context, dir string, stdout io.Writer) error {
 		return err
 	}
 	if err := downRuntime(ctx, dir, stdout); err != nil {
+		return err
+	}
+	agentDir := filepath.Join(dir, "agent")
+	done, err := fsutil.UnmountBelow(agentDir)
+	if len(done) > 0 {
+		fmt.Fprintf(stdout, "unmounted %d mounts the agent left under %s\n", len(done), agentDir)
+	}
+	if err != nil {
 		return err
 	}
 	cpDir := controlPlaneDir(dir)

@@ -5,6 +5,11 @@
 // node (checkpoints, kubeconfigs, certificates, hosts files) writes through
 // it instead of carrying its own copy.
 //
+// UnmountBelow detaches every mount at or below a directory, deepest
+// first: what a stopped agent leaves mounted under its root (its bind
+// mount, its pods' volumes) before a test, `make down` or the conformance
+// harness removes that directory.
+//
 // It does not own any file format, locking between writers, or the
 // projected-volume writer of volumemgr, which swaps whole directories.
 //
