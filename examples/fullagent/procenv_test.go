@@ -3,13 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // These tests run fullagent as a child process, so that they can kill it
@@ -82,7 +81,7 @@ func startProcEnvOpts(t *testing.T, o procEnvOptions) *procEnv {
 	// Volumes stay mounted when the agent stops (their containers run on):
 	// unmount them once the agent is gone, before the dir is removed.
 	t.Cleanup(func() {
-		if err := unmountUnder(filepath.Join(dir, "root")); err != nil {
+		if _, err := fsutil.UnmountBelow(filepath.Join(dir, "root")); err != nil {
 			t.Errorf("unmount the agent's volumes: %v", err)
 		}
 	})
@@ -288,34 +287,6 @@ func tail(path string, lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
-}
-
-// unmountUnder lazily unmounts every mount point at or below dir, deepest
-// first, as a reboot would (tmpfs volumes lose their content).
-func unmountUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var points []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := strings.ReplaceAll(f[4], "\\040", " ")
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			points = append(points, mp)
-		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	var errs []error
-	for _, mp := range points {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // runtimePod returns the runtime's view of a pod (every container, any

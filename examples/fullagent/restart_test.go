@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -219,7 +220,7 @@ func (e *procEnv) simulateReboot(t *testing.T) {
 		t.Fatal("simulateReboot with the agent running")
 	}
 	e.cri.RemoveAllPods()
-	if err := unmountUnder(e.root); err != nil {
+	if _, err := fsutil.UnmountBelow(e.root); err != nil {
 		t.Fatal(err)
 	}
 	if pods, err := e.rt.ListPods(t.Context(), true); err != nil || len(pods) != 0 {

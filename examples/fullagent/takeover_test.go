@@ -21,6 +21,7 @@ import (
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localcp"
 )
@@ -74,7 +75,7 @@ func startTakeoverEnv(t *testing.T) *takeoverEnv {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	t.Cleanup(func() {
-		if err := unmountUnder(root); err != nil {
+		if _, err := fsutil.UnmountBelow(root); err != nil {
 			t.Errorf("unmount the agents' volumes: %v", err)
 		}
 	})

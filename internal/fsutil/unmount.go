@@ -44,7 +44,11 @@ func UnmountBelow(dir string) ([]string, error) {
 	var done []string
 	var errs []error
 	for _, mp := range below {
-		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil {
+		err := unix.Unmount(mp, unix.MNT_DETACH)
+		switch {
+		case errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT):
+			continue // gone since the read (with its parent, or a second entry)
+		case err != nil:
 			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
 			continue
 		}
