@@ -8,7 +8,13 @@
 // in place or restart, per each container's resizePolicy), its execution
 // through small interfaces (a container updater, the pod cgroup) and the
 // resize part of the pod status (PodResizePending, PodResizeInProgress,
-// containerStatuses[].allocatedResources and .resources).
+// containerStatuses[].allocatedResources and .resources), and the events
+// upstream records on the pod (Config.Recorder): ResizeDeferred or
+// ResizeInfeasible once per pending generation, ResizeStarted when a
+// resize is allocated, ResizeCompleted when the containers run at it (none
+// for a new pod), ResizeError once per distinct failure, each message
+// upstream's "Pod resize ...: " and the JSON of the spec's container
+// resources and generation.
 //
 // Both checkpoints use upstream kubelet's files and format
 // (ROOT/allocated_pods_state and ROOT/actuated_pods_state: a JSON object

@@ -31,7 +31,11 @@ type Config struct {
 	PodCgroup PodCgroup
 	Usage     MemoryUsage
 	PodUsage  PodMemoryUsage
-	Clock     clock.PassiveClock
+	// Recorder, if set, receives the resize events upstream records:
+	// ResizeStarted, ResizeCompleted, ResizeError, ResizeDeferred and
+	// ResizeInfeasible, with upstream's messages.
+	Recorder Recorder
+	Clock    clock.PassiveClock
 }
 
 // Manager keeps allocations and actuations and the resize conditions of
@@ -136,7 +140,9 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	}
 	pending := Decide(ctx, pod, alloc, m.cfg.Node, m.cfg.Fit, m.others(pod.UID))
 	if pending != nil {
-		m.setPending(pod, pending)
+		if m.setPending(pod, pending) {
+			m.pendingEvent(pod, pending)
+		}
 		return allocatedPod, nil
 	}
 	if err := m.allocated.Set(pod.UID, ForPod(pod)); err != nil {
@@ -145,6 +151,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	klog.FromContext(ctx).V(2).Info("Pod resize allocated", "pod", klog.KObj(pod), "generation", pod.Generation)
 	m.setPending(pod, nil)
 	m.setInProgress(pod, "", "")
+	m.event(pod, v1.EventTypeNormal, EventResizeStarted, resizeMessage("Pod resize started", pod, pod.Generation, ""))
 	m.retryDeferred(pod.UID)
 	return pod, nil
 }
@@ -176,17 +183,30 @@ func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatu
 	actuated, _ := m.actuated.Get(pod.UID)
 	plan := PlanResize(pod, actuated, rs)
 	if plan.Empty() {
-		return nil, m.clearInProgress(pod.UID), nil
+		return nil, m.completed(pod), nil
 	}
 	restart, err = m.act.Run(ctx, pod, plan)
 	if err != nil {
-		m.setInProgress(pod, v1.PodReasonError, err.Error())
+		if gen, changed := m.setInProgress(pod, v1.PodReasonError, err.Error()); changed {
+			m.event(pod, v1.EventTypeWarning, EventResizeError, resizeMessage("Pod resize error", pod, gen, err.Error()))
+		}
 		return nil, true, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if len(restart) == 0 {
-		m.clearInProgress(pod.UID)
+		m.completed(pod)
 	}
 	return restart, true, nil
+}
+
+// completed clears PodResizeInProgress once the containers run at the
+// allocation, with a ResizeCompleted event when there was a resize in
+// progress (none for a pod just created). It reports whether it cleared.
+func (m *Manager) completed(pod *v1.Pod) bool {
+	gen, cleared := m.clearInProgress(pod.UID)
+	if cleared {
+		m.event(pod, v1.EventTypeNormal, EventResizeCompleted, resizeMessage("Pod resize completed", pod, gen, ""))
+	}
+	return cleared
 }
 
 // Forget drops everything kept for the pod (it has left the node).

@@ -40,8 +40,10 @@ func (m *Manager) condsLocked(uid types.UID) *podConditions {
 	return c
 }
 
-// setPending sets PodResizePending from p, or clears it when p is nil.
-func (m *Manager) setPending(pod *v1.Pod, p *Pending) {
+// setPending sets PodResizePending from p, or clears it when p is nil. It
+// reports whether the condition is new or changed its reason or
+// generation (upstream then records an event).
+func (m *Manager) setPending(pod *v1.Pod, p *Pending) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.condsLocked(pod.UID)
@@ -51,30 +53,36 @@ func (m *Manager) setPending(pod *v1.Pod, p *Pending) {
 	}
 	if p == nil {
 		c.pending = nil
-		return
+		return false
 	}
-	c.pending = m.resizeCondition(v1.PodResizePending, c.pending, p.Reason, p.Message, pod.Generation)
+	old := c.pending
+	c.pending = m.resizeCondition(v1.PodResizePending, old, p.Reason, p.Message, pod.Generation)
+	return old == nil || old.Reason != p.Reason || old.ObservedGeneration != pod.Generation
 }
 
 // setInProgress sets PodResizeInProgress; reason Error with the failure
-// as message, or "" while the resize is being applied.
-func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) {
+// as message, or "" while the resize is being applied. It returns the
+// condition's generation and whether the condition is new or changed.
+func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.condsLocked(pod.UID)
-	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, c.inProgress, reason, message, pod.Generation)
+	old := c.inProgress
+	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, old, reason, message, pod.Generation)
+	return c.inProgress.ObservedGeneration, old != c.inProgress
 }
 
 // clearInProgress drops PodResizeInProgress and reports whether there was
-// one.
-func (m *Manager) clearInProgress(uid types.UID) bool {
+// one, and its generation.
+func (m *Manager) clearInProgress(uid types.UID) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if c := m.conds[uid]; c != nil && c.inProgress != nil {
+		gen := c.inProgress.ObservedGeneration
 		c.inProgress = nil
-		return true
+		return gen, true
 	}
-	return false
+	return 0, false
 }
 
 // Pending returns the pod's PodResizePending condition, nil when none.

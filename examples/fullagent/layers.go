@@ -342,7 +342,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if a.client != nil {
 		secrets = a.objects()
 	}
-	if a.resizer, err = a.newResizer(o.rootDir, h.node); err != nil {
+	if a.resizer, err = a.newResizer(o.rootDir, h.node, recorder); err != nil {
 		return h, err
 	}
 	a.probeRelay.resizes = a.resizer.Retries() // deferred resizes wake their pod's worker

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/admission"
@@ -18,9 +19,10 @@ import (
 // resize admitted by the same resource fit as new pods, applied through
 // CRI UpdateContainerResources and the pod cgroup, pod-level resources
 // (spec.resources) included (InPlacePodLevelResourcesVerticalScaling, beta
-// and on in v1.37).
-func (a *agent) newResizer(rootDir string, node admission.NodeGetter) (*allocation.Manager, error) {
+// and on in v1.37), with upstream's Resize* events on the pod.
+func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder record.EventRecorder) (*allocation.Manager, error) {
 	cfg := allocation.Config{
+		Recorder:   recorder,
 		RootDir:    filepath.Clean(rootDir),
 		Fit:        admission.NewResourceFit(node),
 		Pods:       func() []*v1.Pod { return a.loop.ActivePods() },

@@ -181,7 +181,8 @@ func TestResizeAcrossAgentKill(t *testing.T) {
 // TestResizeDeferredUntilPodLeaves: a resize that does not fit beside
 // another pod's CPU request is PodResizePending Deferred with the
 // resource fit's message, the container keeps its resources, and once
-// the other pod is gone the resize is applied in place.
+// the other pod is gone the resize is applied in place. The pod has
+// upstream's ResizeDeferred, ResizeStarted and ResizeCompleted events.
 func TestResizeDeferredUntilPodLeaves(t *testing.T) {
 	e := startEnv(t)
 	var alloc int64
@@ -229,6 +230,7 @@ func TestResizeDeferredUntilPodLeaves(t *testing.T) {
 	if got := cgroupFile(t, e, g, "app", "cpu", "cpu.cfs_quota_us"); got != "10000" {
 		t.Fatalf("cpu.cfs_quota_us while deferred = %s, want 10000 (100m)", got)
 	}
+	e.waitEvent(t, "grow", "ResizeDeferred", `Pod resize Deferred: {"containers":[{"name":"app","resources":{"limits":{"cpu":"800m"`)
 
 	deleted := time.Now()
 	if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "hog", metav1.DeleteOptions{}); err != nil {
@@ -245,4 +247,7 @@ func TestResizeDeferredUntilPodLeaves(t *testing.T) {
 	if app := containerStatus(g, "app"); app.RestartCount != 0 {
 		t.Errorf("app restarted %d times, want 0", app.RestartCount)
 	}
+	gen := fmt.Sprintf(`"generation":%d}`, g.Generation)
+	e.waitEvent(t, "grow", "ResizeStarted", gen)
+	e.waitEvent(t, "grow", "ResizeCompleted", gen)
 }
