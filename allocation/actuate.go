@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
 )
@@ -24,6 +25,17 @@ type ContainerUpdater interface {
 // keeps no pod cgroups.
 type PodCgroup interface {
 	EnsurePod(ctx context.Context, pod *v1.Pod) (string, error)
+}
+
+// SandboxUpdater tells the runtime a pod's resources before its pod cgroup
+// changes, as upstream notifies the runtime (CRI
+// UpdatePodSandboxResources; criruntime implements it): r holds the pod's
+// totals without overhead (a limit absent means unlimited), overhead the
+// pod's spec.overhead. A runtime without the call is not an error (the
+// implementation decides); any other error rejects the resize step. Nil:
+// the runtime is not told.
+type SandboxUpdater interface {
+	UpdatePodSandboxResources(ctx context.Context, sandboxID string, r v1.ResourceRequirements, overhead v1.ResourceList) error
 }
 
 // MemoryUsage reads a running container's memory usage in bytes (the
@@ -49,6 +61,7 @@ type PodMemoryUsage interface {
 type Actuator struct {
 	Containers ContainerUpdater
 	PodCgroup  PodCgroup
+	Sandbox    SandboxUpdater
 	Usage      MemoryUsage
 	PodUsage   PodMemoryUsage
 	Actuated   *Store
@@ -78,10 +91,10 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 			return nil, err
 		}
 	}
-	if err := a.step(ctx, now, afterMem, v1.ResourceMemory, plan.Memory, plan.PodLevel); err != nil {
+	if err := a.step(ctx, now, afterMem, v1.ResourceMemory, plan.Memory, plan.PodLevel, plan.SandboxID); err != nil {
 		return nil, err
 	}
-	if err := a.step(ctx, afterMem, pod, v1.ResourceCPU, plan.CPU, plan.PodLevel); err != nil {
+	if err := a.step(ctx, afterMem, pod, v1.ResourceCPU, plan.CPU, plan.PodLevel, plan.SandboxID); err != nil {
 		return nil, err
 	}
 	var restart []string
@@ -100,10 +113,10 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 // cgroup first when the pod's total grows, the containers, the pod cgroup
 // last when it shrinks; then, with podLevel, the pod-level resources of
 // after are recorded as actuated (as upstream, per resource).
-func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, changes []ContainerChange, podLevel bool) error {
+func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, changes []ContainerChange, podLevel bool, sandboxID string) error {
 	grow, shrink := podDirection(before, after, name)
 	if grow {
-		if err := a.podCgroup(ctx, after, name); err != nil {
+		if err := a.podCgroup(ctx, before, after, name, sandboxID); err != nil {
 			return err
 		}
 	}
@@ -120,7 +133,7 @@ func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.Reso
 		}
 	}
 	if shrink && !grow {
-		if err := a.podCgroup(ctx, after, name); err != nil {
+		if err := a.podCgroup(ctx, before, after, name, sandboxID); err != nil {
 			return err
 		}
 	}
@@ -130,14 +143,50 @@ func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.Reso
 	return nil
 }
 
-func (a *Actuator) podCgroup(ctx context.Context, pod *v1.Pod, name v1.ResourceName) error {
+// podCgroup moves the pod cgroup from before to after for name. As
+// upstream, the runtime is told first (SandboxUpdater; its refusal rejects
+// the step), then the cgroup is written; if that fails the runtime is told
+// the old resources again.
+func (a *Actuator) podCgroup(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, sandboxID string) error {
 	if a.PodCgroup == nil {
 		return nil
 	}
-	if _, err := a.PodCgroup.EnsurePod(ctx, pod); err != nil {
+	notify := a.Sandbox != nil && sandboxID != ""
+	if notify {
+		if err := a.Sandbox.UpdatePodSandboxResources(ctx, sandboxID, SandboxResources(after), after.Spec.Overhead); err != nil {
+			return fmt.Errorf("failed to notify runtime for UpdatePodSandboxResources (resource=%s); resize rejected: %w", name, err)
+		}
+	}
+	if _, err := a.PodCgroup.EnsurePod(ctx, after); err != nil {
+		if notify {
+			if rerr := a.Sandbox.UpdatePodSandboxResources(ctx, sandboxID, SandboxResources(before), before.Spec.Overhead); rerr != nil {
+				klog.FromContext(ctx).Error(rerr, "Failed to notify runtime to rollback UpdatePodSandboxResources", "resource", name, "pod", klog.KObj(after))
+			}
+		}
 		return fmt.Errorf("update %s of the pod cgroup: %w", name, err)
 	}
 	return nil
+}
+
+// SandboxResources are the pod's CPU and memory totals as its pod cgroup
+// is sized, without overhead: the pod-level resources where set, else the
+// containers' (init containers by the max rule, sidecars adding); a limit
+// is left out when the pod is not limited in it.
+func SandboxResources(pod *v1.Pod) v1.ResourceRequirements {
+	opts := resourcehelper.PodResourcesOptions{ExcludeOverhead: true}
+	reqs, limits := resourcehelper.PodRequests(pod, opts), resourcehelper.PodLimits(pod, opts)
+	out := v1.ResourceRequirements{Requests: v1.ResourceList{}, Limits: v1.ResourceList{}}
+	for _, name := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		if q, ok := reqs[name]; ok {
+			out.Requests[name] = q
+		}
+		if _, limited, _ := podTotals(pod, name); limited {
+			if q, ok := limits[name]; ok {
+				out.Limits[name] = q
+			}
+		}
+	}
+	return out
 }
 
 // checkMemoryDecrease refuses, before anything is changed, a memory limit

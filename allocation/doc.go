@@ -25,7 +25,9 @@
 // cgroup's layout (cgroupmgr) or the container runtime (criruntime): a
 // caller hands in an Admitter that decides whether the resized pod fits
 // among the others, and the Manager's actuation calls the interfaces
-// ContainerUpdater, PodCgroup and MemoryUsage declared here.
+// ContainerUpdater, PodCgroup, SandboxUpdater (the runtime is told a
+// pod's new totals before each pod cgroup change, CRI
+// UpdatePodSandboxResources, as upstream) and MemoryUsage declared here.
 //
 // Pod-level resources (spec.resources) are resized in place too
 // (InPlacePodLevelResourcesVerticalScaling, beta and on in v1.37): the

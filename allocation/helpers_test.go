@@ -79,6 +79,8 @@ type recorder struct {
 	usage    map[string]uint64
 	podUsage uint64
 	failOn   string
+	// sandboxErr fails UpdatePodSandboxResources, podErr EnsurePod.
+	sandboxErr, podErr error
 }
 
 func (r *recorder) add(s string) {
@@ -110,7 +112,15 @@ func (r *recorder) EnsurePod(_ context.Context, pod *v1.Pod) (string, error) {
 		}
 	}
 	r.add(fmt.Sprintf("pod cpu=%s mem=%s", cpu.String(), mem.String()))
+	if r.podErr != nil {
+		return "", r.podErr
+	}
 	return "/kubepods/pod" + string(pod.UID), nil
+}
+
+func (r *recorder) UpdatePodSandboxResources(_ context.Context, id string, res v1.ResourceRequirements, _ v1.ResourceList) error {
+	r.add(fmt.Sprintf("sandbox %s cpu=%s/%s mem=%s/%s", id, res.Requests.Cpu(), res.Limits.Cpu(), res.Requests.Memory(), res.Limits.Memory()))
+	return r.sandboxErr
 }
 
 func (r *recorder) ContainerMemoryUsage(_ context.Context, id nodekit.ContainerID) (uint64, error) {
@@ -133,4 +143,5 @@ var (
 	_ allocation.ContainerUpdater = (*recorder)(nil)
 	_ allocation.PodCgroup        = (*recorder)(nil)
 	_ allocation.MemoryUsage      = (*recorder)(nil)
+	_ allocation.SandboxUpdater   = (*recorder)(nil)
 )

@@ -27,8 +27,10 @@ type Config struct {
 	Node NodeConfig
 	// Containers applies a resize to a running container. Required.
 	Containers ContainerUpdater
-	// PodCgroup, Usage and PodUsage are optional (see their types).
+	// PodCgroup, Sandbox, Usage and PodUsage are optional (see their
+	// types).
 	PodCgroup PodCgroup
+	Sandbox   SandboxUpdater
 	Usage     MemoryUsage
 	PodUsage  PodMemoryUsage
 	// Recorder, if set, receives the resize events upstream records:
@@ -73,7 +75,8 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, allocated: alloc, actuated: act,
-		act:   &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Usage: cfg.Usage, PodUsage: cfg.PodUsage, Actuated: act},
+		act: &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Sandbox: cfg.Sandbox, Usage: cfg.Usage,
+			PodUsage: cfg.PodUsage, Actuated: act},
 		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{},
 		retries: make(chan types.UID, retryBuffer),
 	}, nil

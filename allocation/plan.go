@@ -79,6 +79,9 @@ type Plan struct {
 	// NotRunning lists containers whose allocation differs from what was
 	// actuated but that do not run now: they start with the allocation.
 	NotRunning []string
+	// SandboxID is the pod's ready sandbox ("" when none), for the
+	// runtime's UpdatePodSandboxResources.
+	SandboxID string
 }
 
 // Empty reports whether nothing needs to change.
@@ -98,6 +101,14 @@ func (p Plan) Empty() bool {
 func PlanResize(pod *v1.Pod, actuated PodResources, rs *nodekit.PodStatus) Plan {
 	p := Plan{PodCurrent: actuated.PodLevelResources, PodDesired: pod.Spec.Resources}
 	p.PodLevel = podAmountsOf(p.PodCurrent) != podAmountsOf(p.PodDesired)
+	if rs != nil {
+		for _, sb := range rs.Sandboxes { // newest first
+			if sb.State == nodekit.SandboxReady {
+				p.SandboxID = sb.ID
+				break
+			}
+		}
+	}
 	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for i := range list {
 			cur := Effective(actuated.PodLevelResources, actuated.ContainerResources[list[i].Name])

@@ -2,6 +2,7 @@ package allocation_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"regexp"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/allocation"
 )
 
@@ -262,5 +264,52 @@ func TestActuatorPodMemoryBelowUsage(t *testing.T) {
 	}
 	if len(rec.calls) != 0 {
 		t.Fatalf("calls %q made before the check failed, want none", rec.calls)
+	}
+}
+
+// TestActuatorTellsRuntimeFirst: with a ready sandbox the runtime is told
+// the pod's new totals (without overhead) before each pod cgroup change,
+// as upstream; its refusal rejects the step before the cgroup is touched;
+// a failed cgroup write tells it the old totals again.
+func TestActuatorTellsRuntimeFirst(t *testing.T) {
+	small := reqs("cpu=100m,memory=64Mi", "cpu=100m,memory=64Mi")
+	big := reqs("cpu=200m,memory=128Mi", "cpu=200m,memory=128Mi")
+	run := func(rec *recorder) error {
+		s, _ := allocation.OpenStore("", allocation.ActuatedFile)
+		a := &allocation.Actuator{Containers: rec, PodCgroup: rec, Sandbox: rec, Actuated: s}
+		pod := podOf("p", ctr("c", big))
+		pod.Spec.Overhead = list("cpu=50m,memory=10Mi")
+		rs := running(pod, "c")
+		rs.Sandboxes = []*nodekit.SandboxStatus{{ID: "old", State: nodekit.SandboxNotReady}, {ID: "sb1", State: nodekit.SandboxReady}}
+		_, err := a.Run(context.Background(), pod, allocation.PlanResize(pod, allocation.ForPod(podOf("p", ctr("c", small))), rs))
+		return err
+	}
+	rec := &recorder{}
+	if err := run(rec); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"sandbox sb1 cpu=100m/100m mem=128Mi/128Mi", "pod cpu=100m mem=128Mi", "id-c cpu=100m/100m mem=128Mi/128Mi",
+		"sandbox sb1 cpu=200m/200m mem=128Mi/128Mi", "pod cpu=200m mem=128Mi", "id-c cpu=200m/200m mem=128Mi/128Mi",
+	}
+	if !reflect.DeepEqual(rec.calls, want) {
+		t.Fatalf("calls:\n%q\nwant\n%q", rec.calls, want)
+	}
+
+	rec = &recorder{sandboxErr: errors.New("runtime says no")}
+	if err := run(rec); err == nil || !strings.Contains(err.Error(), "UpdatePodSandboxResources (resource=memory); resize rejected: runtime says no") {
+		t.Fatalf("Run with a refusing runtime = %v", err)
+	}
+	if want := []string{"sandbox sb1 cpu=100m/100m mem=128Mi/128Mi"}; !reflect.DeepEqual(rec.calls, want) {
+		t.Fatalf("calls %q, want %q (nothing after the refusal)", rec.calls, want)
+	}
+
+	rec = &recorder{podErr: errors.New("cgroup write failed")}
+	if err := run(rec); err == nil || !strings.Contains(err.Error(), "cgroup write failed") {
+		t.Fatalf("Run with a failing pod cgroup = %v", err)
+	}
+	want = []string{"sandbox sb1 cpu=100m/100m mem=128Mi/128Mi", "pod cpu=100m mem=128Mi", "sandbox sb1 cpu=100m/100m mem=64Mi/64Mi"}
+	if !reflect.DeepEqual(rec.calls, want) {
+		t.Fatalf("calls:\n%q\nwant\n%q (the old totals told again)", rec.calls, want)
 	}
 }

@@ -3,9 +3,13 @@ package criruntime
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
 )
@@ -62,4 +66,44 @@ func (r *Runtime) ContainerMemoryUsage(ctx context.Context, id nodekit.Container
 		return 0, fmt.Errorf("criruntime: the runtime reports no memory usage of %s", id)
 	}
 	return st.GetMemory().GetUsageBytes().GetValue(), nil
+}
+
+// UpdatePodSandboxResources tells the runtime a pod's resources when its
+// pod cgroup is resized (CRI UpdatePodSandboxResources;
+// allocation.SandboxUpdater), as upstream: r the pod's totals without
+// overhead, the overhead apart (its CPU and memory as both request and
+// limit, as upstream treats overhead). The call is best-effort where the
+// runtime lacks it: Unimplemented (containerd 1.6, 2.0) and Unknown "not
+// implemented" (containerd 2.2) are logged and not an error, as upstream;
+// any other error is.
+func (r *Runtime) UpdatePodSandboxResources(ctx context.Context, sandboxID string, res v1.ResourceRequirements, overhead v1.ResourceList) error {
+	req := &runtimeapi.UpdatePodSandboxResourcesRequest{PodSandboxId: sandboxID,
+		Resources: resizeResources(res, r.cfg.DisableCPUCFSQuota), Overhead: overheadResources(overhead, r.cfg.DisableCPUCFSQuota)}
+	_, err := r.rs.UpdatePodSandboxResources(ctx, req)
+	if err == nil {
+		return nil
+	}
+	if st, _ := status.FromError(err); st.Code() == codes.Unimplemented ||
+		(st.Code() == codes.Unknown && strings.Contains(st.Message(), "not implemented")) {
+		klog.FromContext(ctx).V(3).Info("UpdatePodSandboxResources unimplemented by the runtime; the call is best-effort, the resize goes on", "sandboxID", sandboxID)
+		return nil
+	}
+	return fmt.Errorf("criruntime: update resources of sandbox %s: %w", sandboxID, err)
+}
+
+// overheadResources maps a pod's overhead to CRI resources as upstream:
+// empty without overhead; else shares and quota from its CPU, the memory
+// limit from its memory, each only where the overhead names it.
+func overheadResources(overhead v1.ResourceList, noQuota bool) *runtimeapi.LinuxContainerResources {
+	if overhead == nil {
+		return &runtimeapi.LinuxContainerResources{}
+	}
+	o := resizeResources(v1.ResourceRequirements{Requests: overhead, Limits: overhead}, noQuota)
+	if overhead.Memory().IsZero() {
+		o.MemoryLimitInBytes = 0
+	}
+	if overhead.Cpu().IsZero() && !noQuota {
+		o.CpuQuota = 0
+	}
+	return o
 }

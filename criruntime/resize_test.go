@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -123,4 +125,67 @@ func TestPodLevelLimitsAtCreation(t *testing.T) {
 	if got.CpuQuota != 40000 || got.MemoryLimitInBytes != 32<<20 {
 		t.Errorf("container with its own memory limit created with %v, want quota 40000 (the pod's), memory 32Mi (its own)", got)
 	}
+}
+
+// TestUpdatePodSandboxResources: the pod's totals and its overhead are
+// sent as upstream maps them; a runtime without the call (Unimplemented,
+// or containerd 2.2's Unknown "not implemented") is no error, any other
+// failure is.
+func TestUpdatePodSandboxResources(t *testing.T) {
+	_, rs, is := newFake(t)
+	u := &sandboxRecorder{recordingRuntime: rs}
+	r, err := NewFromServices(t.Context(), u, is, Config{Endpoint: "fake", PodLogsDir: t.TempDir(), RootDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := v1.ResourceRequirements{
+		Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
+	}
+	overhead := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}
+	if err := r.UpdatePodSandboxResources(t.Context(), "sb1", res, overhead); err != nil {
+		t.Fatal(err)
+	}
+	req := u.last
+	if req == nil || req.PodSandboxId != "sb1" {
+		t.Fatalf("request %+v, want one for sb1", req)
+	}
+	if got := req.Resources; got.CpuShares != 256 || got.CpuQuota != 50000 || got.CpuPeriod != 100000 || got.MemoryLimitInBytes != unlimited {
+		t.Errorf("pod resources %+v: want shares 256, quota 50000 per 100000, memory unlimited", got)
+	}
+	if o := req.Overhead; o.CpuShares != 102 || o.CpuQuota != 10000 || o.MemoryLimitInBytes != 0 {
+		t.Errorf("overhead %+v: want shares 102, quota 10000, no memory limit", o)
+	}
+	if err := r.UpdatePodSandboxResources(t.Context(), "sb1", res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := u.last.Overhead; o.CpuShares != 0 || o.CpuQuota != 0 || o.MemoryLimitInBytes != 0 {
+		t.Errorf("no overhead: %+v, want empty", o)
+	}
+	for _, tc := range []struct {
+		err    error
+		wantOK bool
+	}{
+		{status.Error(codes.Unimplemented, "unknown method UpdatePodSandboxResources"), true},
+		{status.Error(codes.Unknown, "not implemented yet"), true},
+		{status.Error(codes.Unknown, "sandbox is gone"), false},
+		{status.Error(codes.NotFound, "no sandbox sb1"), false},
+	} {
+		rs.InjectError("UpdatePodSandboxResources", tc.err)
+		err := r.UpdatePodSandboxResources(t.Context(), "sb1", res, nil)
+		if (err == nil) != tc.wantOK {
+			t.Errorf("runtime answering %v: err = %v, want ok %v", tc.err, err, tc.wantOK)
+		}
+	}
+}
+
+// sandboxRecorder keeps the last UpdatePodSandboxResources request.
+type sandboxRecorder struct {
+	*recordingRuntime
+	last *runtimeapi.UpdatePodSandboxResourcesRequest
+}
+
+func (u *sandboxRecorder) UpdatePodSandboxResources(ctx context.Context, req *runtimeapi.UpdatePodSandboxResourcesRequest) (*runtimeapi.UpdatePodSandboxResourcesResponse, error) {
+	u.last = req
+	return u.recordingRuntime.UpdatePodSandboxResources(ctx, req)
 }

@@ -17,7 +17,8 @@ import (
 // newResizer builds in-place pod resize: allocations checkpointed in the
 // root dir (upstream's allocated_pods_state and actuated_pods_state), a
 // resize admitted by the same resource fit as new pods, applied through
-// CRI UpdateContainerResources and the pod cgroup, pod-level resources
+// CRI UpdateContainerResources and the pod cgroup (the runtime told first
+// through CRI UpdatePodSandboxResources), pod-level resources
 // (spec.resources) included (InPlacePodLevelResourcesVerticalScaling, beta
 // and on in v1.37), with upstream's Resize* events on the pod.
 func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder record.EventRecorder) (*allocation.Manager, error) {
@@ -36,6 +37,7 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder r
 	if a.cgroups != nil && a.cgroups.m != nil {
 		cfg.PodCgroup = a.cgroups.m // a nil *Manager must not become a non-nil interface
 		cfg.PodUsage = a.cgroups.m
+		cfg.Sandbox = a.runtime // told before each pod cgroup change, as upstream
 	}
 	m, err := allocation.New(cfg)
 	if err != nil {
