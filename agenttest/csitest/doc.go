@@ -10,12 +10,13 @@
 // directory) on the target path, read-only when asked; NodeUnpublishVolume
 // and NodeUnstageVolume unmount; NodeGetVolumeStats reports statfs of the path
 // with the used bytes and inodes of the volume's tree. Every call is appended to STATE/calls.log
-// ("RPC VOLUME PATH"), and a line "RPC CODE" in STATE/fail makes that RPC
+// ("RPC VOLUME PATH"), the secrets a stage or publish call carried to
+// STATE/secrets.log ("RPC VOLUME K=V,..."), and a line "RPC CODE" in STATE/fail makes that RPC
 // fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
 // line is removed. With a registry dir it also serves the kubelet
 // plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar
 // does for a real driver.
 //
 // Build and Start (start.go) build the command with `go build` and run it
-// from tests; CallLog and Fail read and write the files above.
+// from tests; Calls, Secrets and Fail read and write the files above.
 package csitest

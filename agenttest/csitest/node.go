@@ -31,6 +31,9 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := s.enter("NodeStageVolume", r.GetVolumeId(), r.GetStagingTargetPath()); err != nil {
 		return nil, err
 	}
+	if err := s.logSecrets("NodeStageVolume", r.GetVolumeId(), r.GetSecrets()); err != nil {
+		return nil, err
+	}
 	dir := s.volumeDir(r.GetVolumeId())
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -63,6 +66,9 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 		return nil, status.Error(codes.InvalidArgument, "volume_id, target_path and volume_capability are required")
 	}
 	if err := s.enter("NodePublishVolume", r.GetVolumeId(), r.GetTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := s.logSecrets("NodePublishVolume", r.GetVolumeId(), r.GetSecrets()); err != nil {
 		return nil, err
 	}
 	src := r.GetStagingTargetPath()

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -52,11 +53,39 @@ func NewServer(cfg Config) (*Server, error) {
 	return &Server{cfg: cfg}, nil
 }
 
-// CallLogFile and FailFile are the file names under the state dir.
+// CallLogFile, FailFile and SecretsLogFile are the file names under the
+// state dir.
 const (
 	CallLogFile = "calls.log"
 	FailFile    = "fail"
+	// SecretsLogFile has a line "RPC VOLUME KEY=VALUE,..." (keys sorted)
+	// for each call that carried secrets.
+	SecretsLogFile = "secrets.log"
 )
+
+// logSecrets appends the secrets of a call to SecretsLogFile.
+func (s *Server) logSecrets(rpc, volume string, secrets map[string]string) error {
+	if len(secrets) == 0 {
+		return nil
+	}
+	kv := make([]string, 0, len(secrets))
+	for k, v := range secrets {
+		kv = append(kv, k+"="+v)
+	}
+	slices.Sort(kv)
+	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, SecretsLogFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	_, werr := fmt.Fprintf(f, "%s %s %s\n", rpc, volume, strings.Join(kv, ","))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return status.Error(codes.Internal, werr.Error())
+	}
+	return nil
+}
 
 // enter logs the call and returns the injected failure, if any.
 func (s *Server) enter(rpc, volume, path string) error {

@@ -130,6 +130,19 @@ func (p *Process) Calls() ([]string, error) {
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
 }
 
+// Secrets returns the lines of SecretsLogFile ("RPC VOLUME K=V,..."), in
+// order; none when no call carried secrets.
+func (p *Process) Secrets() ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(p.StateDir, SecretsLogFile))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
+}
+
 // Fail makes rpc fail with the gRPC code (e.g. "Internal") until
 // Recover; Recover clears every injected failure.
 func (p *Process) Fail(rpc, code string) error {

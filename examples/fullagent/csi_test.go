@@ -26,8 +26,9 @@ const csiTestDriver = "csi.nodekit.test"
 // TestCSIVolumes runs the test kit's CSI driver as a separate process that
 // registers through ROOT/plugins_registry, a static PV bound to a PVC by
 // the controller manager's PV binder, and an inline CSI volume: the data a
-// pod writes on the PVC outlives the pod, the inline volume comes and goes
-// with its pod, and no mount is left behind.
+// pod writes on the PVC outlives the pod, a PV's stage secret reaches the
+// driver (the node reads it under the Node authorizer), the inline volume
+// comes and goes with its pod, and no mount is left behind.
 func TestCSIVolumes(t *testing.T) {
 	e := startEnv(t, envOption{cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	ctx := t.Context()
@@ -98,6 +99,31 @@ func TestCSIVolumes(t *testing.T) {
 		}
 		deletePodAndWait(t, e, "csi-reader")
 		waitCall(t, drv, "NodeUnstageVolume vol-data ")
+	})
+
+	t.Run("PV secrets reach the driver through the node's authorization", func(t *testing.T) {
+		sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "stage-creds"}, Data: map[string][]byte{"user": []byte("alice")}}
+		if _, err := e.client.CoreV1().Secrets("default").Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		createPV(t, e, "pv-secret", "vol-secret", "static-secret", func(pv *v1.PersistentVolume) {
+			pv.Spec.CSI.NodeStageSecretRef = &v1.SecretReference{Namespace: "default", Name: "stage-creds"}
+		})
+		pvc := &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "secret-claim"}, Spec: claimSpec("static-secret")}
+		if _, err := e.client.CoreV1().PersistentVolumeClaims("default").Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := simplePod("csi-secret", v1.RestartPolicyAlways, "sleep 3600")
+		pod.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "secret-claim"}}}}
+		pod.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		e.createPod(t, pod)
+		e.waitPod(t, "csi-secret", 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+		got, err := drv.Secrets()
+		if err != nil || !slices.Contains(got, "NodeStageVolume vol-secret user=alice") {
+			t.Errorf("the driver's secrets log %q (%v), want the stage secret of vol-secret", got, err)
+		}
+		deletePodAndWait(t, e, "csi-secret")
+		waitCall(t, drv, "NodeUnstageVolume vol-secret ")
 	})
 
 	t.Run("generic ephemeral volume: the pod's PVC, bound to a static PV", func(t *testing.T) {
@@ -182,8 +208,9 @@ func waitCall(t *testing.T, drv *csitest.Process, prefix string) {
 	})
 }
 
-// createPV creates a static 1Gi RWO CSI PV of the storage class.
-func createPV(t *testing.T, e *env, name, handle, class string) {
+// createPV creates a static 1Gi RWO CSI PV of the storage class, changed
+// by edit.
+func createPV(t *testing.T, e *env, name, handle, class string, edit ...func(*v1.PersistentVolume)) {
 	t.Helper()
 	pv := &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.PersistentVolumeSpec{
 		Capacity:                      v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")},
@@ -192,6 +219,9 @@ func createPV(t *testing.T, e *env, name, handle, class string) {
 		StorageClassName:              class,
 		PersistentVolumeSource:        v1.PersistentVolumeSource{CSI: &v1.CSIPersistentVolumeSource{Driver: csiTestDriver, VolumeHandle: handle}},
 	}}
+	for _, f := range edit {
+		f(pv)
+	}
 	if _, err := e.client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

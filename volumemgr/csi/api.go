@@ -16,6 +16,9 @@ type API interface {
 	GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error)
 	GetPersistentVolume(ctx context.Context, name string) (*v1.PersistentVolume, error)
 	GetCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error)
+	// GetSecret reads a secret a volume names for the driver
+	// (nodeStageSecretRef, nodePublishSecretRef).
+	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
 // FromClient returns an API reading straight from the API server.
@@ -33,4 +36,8 @@ func (c clientAPI) GetPersistentVolume(ctx context.Context, name string) (*v1.Pe
 
 func (c clientAPI) GetCSIDriver(ctx context.Context, name string) (*storagev1.CSIDriver, error) {
 	return c.cs.StorageV1().CSIDrivers().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientAPI) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+	return c.cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 }

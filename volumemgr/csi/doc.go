@@ -20,7 +20,10 @@
 //     ROOT/plugins/kubernetes.io/csi/DRIVER/SHA256(HANDLE)/globalmount when the
 //     driver has STAGE_UNSTAGE_VOLUME, NodePublishVolume into
 //     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
-//     beside it, and NodeUnpublishVolume / NodeUnstageVolume (when no other
+//     beside it, the secrets a PV's nodeStageSecretRef and
+//     nodePublishSecretRef (or an inline volume's nodePublishSecretRef, in
+//     the pod's namespace) name passed to the driver, as upstream, and
+//     NodeUnpublishVolume / NodeUnstageVolume (when no other
 //     pod uses the staged volume) on tear-down; VolumeStats, the
 //     NodeGetVolumeStats of a published volume when the driver advertises
 //     GET_VOLUME_STATS (none otherwise, as upstream), for the Summary API;
@@ -32,7 +35,7 @@
 // Handler), does not attach volumes: a CSIDriver that requires attachment
 // (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
 // with an error saying so. Block volumes (volumeMode Block, volumeDevices),
-// CSIDriver tokenRequests and NodeExpandVolume are refused or not done
+// CSIDriver tokenRequests and requiresRepublish, and NodeExpandVolume, are refused or not done
 // yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.
 package csi

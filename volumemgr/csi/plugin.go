@@ -208,6 +208,10 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 			return dir, nil
 		}
 	}
+	secrets, err := p.secrets(ctx, "NodeStage", src.stageSecret)
+	if err != nil {
+		return "", err
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return "", fmt.Errorf("creating staging dir %s: %w", dir, err)
 	}
@@ -216,6 +220,7 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 	}
 	_, err = c.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 		VolumeId: src.handle, StagingTargetPath: dir, VolumeCapability: capability, VolumeContext: src.attributes,
+		Secrets: secrets,
 	})
 	if err != nil {
 		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
@@ -225,6 +230,10 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 
 func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
 	capability *csipb.VolumeCapability, staging string, data map[string]string) error {
+	secrets, err := p.secrets(ctx, "NodePublish", src.publishSecret)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(req.Dir, 0o750); err != nil {
 		return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
 	}
@@ -243,9 +252,9 @@ func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetU
 		attrs["csi.storage.k8s.io/ephemeral"] = fmt.Sprint(src.lifecycle == storagev1.VolumeLifecycleEphemeral)
 	}
 	target := filepath.Join(req.Dir, "mount")
-	_, err := c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+	_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 		VolumeId: src.handle, StagingTargetPath: staging, TargetPath: target,
-		VolumeCapability: capability, Readonly: src.readOnly, VolumeContext: attrs,
+		VolumeCapability: capability, Readonly: src.readOnly, VolumeContext: attrs, Secrets: secrets,
 	})
 	if err != nil {
 		// As upstream: leave no empty target behind a failed publish.

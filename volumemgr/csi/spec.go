@@ -30,6 +30,9 @@ type source struct {
 	readOnly     bool
 	mode         csipb.VolumeCapability_AccessMode_Mode
 	lifecycle    storagev1.VolumeLifecycleMode
+	// stageSecret and publishSecret name the secrets the driver gets in
+	// NodeStageVolume and NodePublishVolume (nil: none).
+	stageSecret, publishSecret *v1.SecretReference
 	// pv is the bound PV, nil for inline volumes.
 	pv *v1.PersistentVolume
 }
@@ -38,9 +41,6 @@ type source struct {
 // a source, with upstream's errors for unbound or foreign claims.
 func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
 	if vol.CSI != nil {
-		if vol.CSI.NodePublishSecretRef != nil {
-			return nil, fmt.Errorf("volume %s: csi.nodePublishSecretRef is not supported by this node agent", vol.Name)
-		}
 		return inlineSource(pod, vol), nil
 	}
 	var claim string
@@ -74,13 +74,11 @@ func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*sou
 		return nil, fmt.Errorf("volume %s has volumeMode %s: block volumes are not supported by this node agent", vol.Name, v1.PersistentVolumeBlock)
 	}
 	c := pv.Spec.CSI
-	if c.NodeStageSecretRef != nil || c.NodePublishSecretRef != nil {
-		return nil, fmt.Errorf("PersistentVolume %s: spec.csi.nodeStageSecretRef and nodePublishSecretRef are not supported by this node agent", pv.Name)
-	}
 	return &source{
 		driver: c.Driver, handle: c.VolumeHandle, attributes: c.VolumeAttributes, fsType: c.FSType,
 		mountOptions: pv.Spec.MountOptions, readOnly: readOnly || c.ReadOnly,
-		mode: accessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent, pv: pv,
+		mode: accessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent,
+		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef, pv: pv,
 	}, nil
 }
 
@@ -96,7 +94,32 @@ func inlineSource(pod *v1.Pod, vol *v1.Volume) *source {
 	if c.ReadOnly != nil {
 		s.readOnly = *c.ReadOnly
 	}
+	if c.NodePublishSecretRef != nil { // in the pod's namespace
+		s.publishSecret = &v1.SecretReference{Name: c.NodePublishSecretRef.Name, Namespace: pod.Namespace}
+	}
 	return s
+}
+
+// secrets reads the secret ref names into what the driver is sent, as
+// upstream: every data key, its value as a string. kind ("NodeStage",
+// "NodePublish") names the ref in the error.
+func (p *Plugin) secrets(ctx context.Context, kind string, ref *v1.SecretReference) (map[string]string, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	sec, err := p.cfg.API.GetSecret(ctx, ref.Namespace, ref.Name)
+	if err == nil && sec == nil {
+		err = errors.New("no such secret")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetching %sSecretRef %s/%s failed: %s", kind, ref.Namespace, ref.Name,
+			logf("failed to find the secret %s in the namespace %s with error: %v", ref.Name, ref.Namespace, err))
+	}
+	out := make(map[string]string, len(sec.Data))
+	for k, v := range sec.Data {
+		out[k] = string(v)
+	}
+	return out, nil
 }
 
 // inlineHandle names an inline volume for the driver: csi-SHA256(UID+NAME),

@@ -61,8 +61,6 @@ func TestClaimAndDriverErrors(t *testing.T) {
 	ephPVC := pvc.DeepCopy()
 	ephPVC.Name = "p-v"
 	inlinePod := podWith("p", "uid-1", v1.Volume{Name: "i", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: driverName}}})
-	secretPod := podWith("p", "uid-1", v1.Volume{Name: "i", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{
-		Driver: driverName, NodePublishSecretRef: &v1.LocalObjectReference{Name: "creds"}}}})
 
 	for _, tc := range []struct {
 		name string
@@ -81,7 +79,6 @@ func TestClaimAndDriverErrors(t *testing.T) {
 		{"attachRequired", claimPod, []runtime.Object{pvc, pv, attach}, "requires attachment"},
 		{"tokenRequests", claimPod, []runtime.Object{pvc, pv, tokens}, "spec.tokenRequests is not supported by this node agent"},
 		{"requiresRepublish", claimPod, []runtime.Object{pvc, pv, republish}, "spec.requiresRepublish is not supported by this node agent"},
-		{"inline nodePublishSecretRef", secretPod, nil, "csi.nodePublishSecretRef is not supported by this node agent"},
 		{"driver not registered", claimPod, []runtime.Object{pvc, pv, drv}, "driver name csi.nodekit.test not found in the list of registered CSI drivers"},
 		{"ephemeral claim not owned", ephPod, []runtime.Object{ephPVC, pv}, "PVC default/p-v was not created for pod default/p (pod is not owner)"},
 		{"inline without CSIDriver", inlinePod, nil, `volume mode "Ephemeral" not supported by driver csi.nodekit.test (no CSIDriver object)`},
