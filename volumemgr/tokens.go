@@ -146,3 +146,17 @@ func tokenKey(namespace, sa string, req *authenticationv1.TokenRequest) string {
 	}
 	return fmt.Sprintf("%q/%q/%q/%d/%s/%s/%s/%s", namespace, sa, req.Spec.Audiences, exp, ref.Kind, ref.Name, ref.UID, req.UID)
 }
+
+// CachedTokens wraps req in the cache projected volumes use: a token is
+// reused until it is due for refresh (80% of its lifetime, at most 24 h),
+// and a failed refresh keeps serving the old one while it is valid, as
+// upstream's token manager serves every kubelet caller. The CSI plugin's
+// tokenRequests go through it. The tokens it returns are shared: callers
+// must not change them.
+func CachedTokens(req TokenRequester, clk clock.PassiveClock) TokenRequester {
+	c := newTokenCache(req, clk)
+	return TokenRequesterFunc(func(ctx context.Context, namespace, sa string, r *authenticationv1.TokenRequest) (*authenticationv1.TokenRequest, error) {
+		tr, _, err := c.get(ctx, namespace, sa, r)
+		return tr, err
+	})
+}

@@ -11,7 +11,10 @@
 // and NodeUnstageVolume unmount; NodeGetVolumeStats reports statfs of the path
 // with the used bytes and inodes of the volume's tree. Every call is appended to STATE/calls.log
 // ("RPC VOLUME PATH"), the secrets a stage or publish call carried to
-// STATE/secrets.log ("RPC VOLUME K=V,..."), and a line "RPC CODE" in STATE/fail makes that RPC
+// STATE/secrets.log ("RPC VOLUME K=V,..."), each publish's volume context
+// to STATE/context.log (with volume_mount_group=G when given; with
+// -volume-mount-group the driver advertises VOLUME_MOUNT_GROUP and chgrps
+// the target), and a line "RPC CODE" in STATE/fail makes that RPC
 // fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
 // line is removed. With a registry dir it also serves the kubelet
 // plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar

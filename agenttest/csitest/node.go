@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -71,6 +73,17 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	if err := s.logSecrets("NodePublishVolume", r.GetVolumeId(), r.GetSecrets()); err != nil {
 		return nil, err
 	}
+	ctxLog := maps.Clone(r.GetVolumeContext())
+	group := r.GetVolumeCapability().GetMount().GetVolumeMountGroup()
+	if group != "" {
+		if ctxLog == nil {
+			ctxLog = map[string]string{}
+		}
+		ctxLog["volume_mount_group"] = group
+	}
+	if err := s.logMap(ContextLogFile, "NodePublishVolume", r.GetVolumeId(), ctxLog); err != nil {
+		return nil, err
+	}
 	src := r.GetStagingTargetPath()
 	if src == "" {
 		src = s.volumeDir(r.GetVolumeId())
@@ -86,6 +99,15 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	if err := bindMount(src, r.GetTargetPath(), r.GetReadonly()); err != nil {
 		return nil, err
+	}
+	if group != "" && s.cfg.VolumeMountGroup && !r.GetReadonly() {
+		gid, err := strconv.Atoi(group)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "volume_mount_group %q: %v", group, err)
+		}
+		if err := os.Lchown(r.GetTargetPath(), -1, gid); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
 	}
 	return &csipb.NodePublishVolumeResponse{}, nil
 }

@@ -32,6 +32,9 @@ type Config struct {
 	// NoVolumeStats leaves GET_VOLUME_STATS out of the node capabilities,
 	// as a driver that reports no volume stats.
 	NoVolumeStats bool
+	// VolumeMountGroup advertises VOLUME_MOUNT_GROUP: a publish with a
+	// volume_mount_group chgrps the target to it.
+	VolumeMountGroup bool
 }
 
 // Server implements the CSI Identity and Node services over Config.
@@ -61,19 +64,29 @@ const (
 	// SecretsLogFile has a line "RPC VOLUME KEY=VALUE,..." (keys sorted)
 	// for each call that carried secrets.
 	SecretsLogFile = "secrets.log"
+	// ContextLogFile has the same line of each publish's volume context,
+	// with volume_mount_group=G when the capability carried one.
+	ContextLogFile = "context.log"
 )
 
 // logSecrets appends the secrets of a call to SecretsLogFile.
 func (s *Server) logSecrets(rpc, volume string, secrets map[string]string) error {
-	if len(secrets) == 0 {
+	return s.logMap(SecretsLogFile, rpc, volume, secrets)
+}
+
+// logMap appends "RPC VOLUME K=V,..." (keys sorted) to the state file
+// name, for a non-empty m.
+func (s *Server) logMap(name, rpc, volume string, m map[string]string) error {
+	if len(m) == 0 {
 		return nil
 	}
+	secrets := m
 	kv := make([]string, 0, len(secrets))
 	for k, v := range secrets {
 		kv = append(kv, k+"="+v)
 	}
 	slices.Sort(kv)
-	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, SecretsLogFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -174,6 +187,9 @@ func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 	types := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
 	if !s.cfg.NoVolumeStats {
 		types = append(types, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	}
+	if s.cfg.VolumeMountGroup {
+		types = append(types, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
 	}
 	var caps []*csipb.NodeServiceCapability
 	for _, t := range types {

@@ -35,6 +35,9 @@ type Options struct {
 	RegistryDir string
 	// NoVolumeStats: the driver does not advertise GET_VOLUME_STATS.
 	NoVolumeStats bool
+	// VolumeMountGroup: the driver advertises VOLUME_MOUNT_GROUP (it
+	// applies the pod's fsGroup itself: it chgrps the published target).
+	VolumeMountGroup bool
 }
 
 // Process is a running driver.
@@ -68,6 +71,9 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	p := &Process{Endpoint: filepath.Join(dir, "csi.sock"), StateDir: filepath.Join(dir, "state"), Name: o.Name, done: make(chan struct{})}
 	args := []string{"-name", o.Name, "-node-id", o.NodeID, "-state-dir", p.StateDir, "-endpoint", p.Endpoint,
 		"-max-volumes", fmt.Sprint(o.MaxVolumes), "-registry-dir", o.RegistryDir}
+	if o.VolumeMountGroup {
+		args = append(args, "-volume-mount-group")
+	}
 	if o.NoVolumeStats {
 		args = append(args, "-no-volume-stats")
 	}
@@ -132,8 +138,14 @@ func (p *Process) Calls() ([]string, error) {
 
 // Secrets returns the lines of SecretsLogFile ("RPC VOLUME K=V,..."), in
 // order; none when no call carried secrets.
-func (p *Process) Secrets() ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(p.StateDir, SecretsLogFile))
+func (p *Process) Secrets() ([]string, error) { return p.lines(SecretsLogFile) }
+
+// Contexts returns the lines of ContextLogFile ("RPC VOLUME K=V,..."), in
+// order.
+func (p *Process) Contexts() ([]string, error) { return p.lines(ContextLogFile) }
+
+func (p *Process) lines(name string) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(p.StateDir, name))
 	if os.IsNotExist(err) {
 		return nil, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -36,8 +37,11 @@ func (a *agent) newCSI(rootDir string) (*csiParts, error) {
 	if p.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: p.drivers, Client: a.client, NodeName: types.NodeName(a.nodeName), Metrics: metrics}); err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}
+	// CSIDriver tokenRequests: the pod's service-account tokens, from the
+	// API server, cached as projected volumes' are.
+	tokens := volumemgr.CachedTokens(volumemgr.FromClient(a.client), clock.RealClock{})
 	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.client),
-		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics})
+		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens})
 	if err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}

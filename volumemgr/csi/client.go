@@ -72,10 +72,12 @@ func (c *nodeClient) hasCapability(ctx context.Context, t csipb.NodeServiceCapab
 }
 
 // volumeCapability is the capability the plugin asks for: a mount of
-// fsType with mountOptions, in the given access mode.
-func volumeCapability(mode csipb.VolumeCapability_AccessMode_Mode, fsType string, mountOptions []string) *csipb.VolumeCapability {
+// fsType with mountOptions, in the given access mode, owned by mountGroup
+// when the driver applies the fsGroup ("" otherwise).
+func volumeCapability(mode csipb.VolumeCapability_AccessMode_Mode, fsType string, mountOptions []string, mountGroup string) *csipb.VolumeCapability {
 	return &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType, MountFlags: mountOptions}},
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{FsType: fsType, MountFlags: mountOptions,
+			VolumeMountGroup: mountGroup}},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: mode},
 	}
 }

@@ -22,7 +22,13 @@
 //     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
 //     beside it, the secrets a PV's nodeStageSecretRef and
 //     nodePublishSecretRef (or an inline volume's nodePublishSecretRef, in
-//     the pod's namespace) name passed to the driver, as upstream, and
+//     the pod's namespace) name passed to the driver, as upstream, the
+//     CSIDriver's tokenRequests (service-account tokens of the pod, in the
+//     volume context or, with serviceAccountTokenInSecrets, the secrets;
+//     PluginConfig.Tokens) and requiresRepublish (SetUp asks volumemgr to
+//     call it again every refresh period), the pod's fsGroup handed to a
+//     driver with VOLUME_MOUNT_GROUP in the capability (the node then
+//     leaves ownership alone), and
 //     NodeUnpublishVolume / NodeUnstageVolume (when no other
 //     pod uses the staged volume) on tear-down; VolumeStats, the
 //     NodeGetVolumeStats of a published volume when the driver advertises
@@ -34,8 +40,8 @@
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler), does not attach volumes: a CSIDriver that requires attachment
 // (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
-// with an error saying so. Block volumes (volumeMode Block, volumeDevices),
-// CSIDriver tokenRequests and requiresRepublish, and NodeExpandVolume, are refused or not done
+// with an error saying so. Block volumes (volumeMode Block, volumeDevices)
+// and NodeExpandVolume are refused or not done
 // yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.
 package csi

@@ -74,7 +74,15 @@ type env struct {
 // clientset holding the node and objs.
 func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	t.Helper()
-	drv := startDriver(t, csitest.Options{Name: driverName, NodeID: "drv-node-1"})
+	return newEnvWith(t, csitest.Options{}, objs...)
+}
+
+// newEnvWith is newEnv with the driver started with o (its name and node
+// ID are the test's).
+func newEnvWith(t *testing.T, o csitest.Options, objs ...runtime.Object) *env {
+	t.Helper()
+	o.Name, o.NodeID = driverName, "drv-node-1"
+	drv := startDriver(t, o)
 	root, err := os.MkdirTemp("", "csi-root-")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type PluginConfig struct {
 	Metrics *Metrics
 	// Clock stamps volume stats; nil means the real clock.
 	Clock clock.PassiveClock
+	// Tokens requests the service-account tokens a CSIDriver's
+	// tokenRequests ask for; nil refuses such drivers' volumes.
+	Tokens volumemgr.TokenRequester
 }
 
 // Plugin is the "kubernetes.io/csi" volume plugin.
@@ -170,7 +174,11 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
 		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
 	}
-	capability := volumeCapability(src.mode, src.fsType, src.mountOptions)
+	mountGroup, err := volumeMountGroup(ctx, c, req.Pod)
+	if err != nil {
+		return nil, err
+	}
+	capability := volumeCapability(src.mode, src.fsType, src.mountOptions, mountGroup)
 	defer p.lock(src.driver, src.handle)()
 	staging := ""
 	if src.lifecycle == storagev1.VolumeLifecyclePersistent {
@@ -182,12 +190,33 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	if err := p.publish(ctx, c, req, src, pol, capability, staging, data); err != nil {
 		return nil, err
 	}
-	if src.appliesFSGroup(req.Pod, pol.fsGroup) {
+	// A driver with VOLUME_MOUNT_GROUP applied the fsGroup itself.
+	if mountGroup == "" && src.appliesFSGroup(req.Pod, pol.fsGroup) {
 		if err := volumemgr.ApplyFSGroup(target, req.Pod, false); err != nil {
 			return nil, fmt.Errorf("applying fsGroup to %s: %w", target, err)
 		}
 	}
-	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly}, nil
+	// requiresRepublish: SetUp (NodePublishVolume) again every refresh
+	// period, as upstream remounts such volumes on every pod sync.
+	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish}, nil
+}
+
+// volumeMountGroup is the pod's fsGroup as the driver is to apply it
+// (VolumeMountGroup of the volume capability) when the driver has the
+// VOLUME_MOUNT_GROUP capability, as upstream delegates it; "" otherwise,
+// and the plugin applies fsGroup itself.
+func volumeMountGroup(ctx context.Context, c *nodeClient, pod *v1.Pod) (string, error) {
+	if pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.FSGroup == nil {
+		return "", nil
+	}
+	ok, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
+	if err != nil {
+		return "", errors.New(logf("mounter.SetUpAt failed to determine if the node service has VOLUME_MOUNT_GROUP capability: %v", err))
+	}
+	if !ok {
+		return "", nil
+	}
+	return strconv.FormatInt(*pod.Spec.SecurityContext.FSGroup, 10), nil
 }
 
 // stage calls NodeStageVolume when the driver has STAGE_UNSTAGE_VOLUME and
@@ -250,6 +279,20 @@ func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetU
 		attrs["csi.storage.k8s.io/pod.uid"] = string(req.Pod.UID)
 		attrs["csi.storage.k8s.io/serviceAccount.name"] = req.Pod.Spec.ServiceAccountName
 		attrs["csi.storage.k8s.io/ephemeral"] = fmt.Sprint(src.lifecycle == storagev1.VolumeLifecycleEphemeral)
+	}
+	if len(pol.tokenRequests) > 0 {
+		tokens, err := p.serviceAccountTokens(ctx, req.Pod, pol)
+		if err != nil {
+			return errors.New(logf("mounter.SetUpAt failed to get service accoount token attributes: %v", err))
+		}
+		if pol.tokensInSecrets {
+			if secrets == nil {
+				secrets = map[string]string{}
+			}
+			secrets[tokensKey] = tokens
+		} else {
+			attrs[tokensKey] = tokens
+		}
 	}
 	target := filepath.Join(req.Dir, "mount")
 	_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{

@@ -178,6 +178,13 @@ type driverPolicy struct {
 	attachRequired bool
 	podInfo        bool
 	fsGroup        storagev1.FSGroupPolicy
+	// tokenRequests are the service-account tokens the driver is given
+	// at publish, in the secrets when tokensInSecrets, else in the
+	// volume context; republish asks for NodePublishVolume again every
+	// refresh period (requiresRepublish).
+	tokenRequests   []storagev1.TokenRequest
+	tokensInSecrets bool
+	republish       bool
 }
 
 func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
@@ -198,16 +205,14 @@ func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
 	if !slices.Contains(modes, s.lifecycle) {
 		return nil, fmt.Errorf("volume mode %q not supported by driver %s (only supports %q)", s.lifecycle, s.driver, modes)
 	}
-	if len(d.Spec.TokenRequests) > 0 {
-		return nil, fmt.Errorf("CSIDriver %s: spec.tokenRequests is not supported by this node agent", s.driver)
-	}
-	if d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish {
-		// Upstream calls NodePublishVolume again periodically; this node
-		// publishes once, so the driver's refreshes would never happen.
-		return nil, fmt.Errorf("CSIDriver %s: spec.requiresRepublish is not supported by this node agent", s.driver)
+	if len(d.Spec.TokenRequests) > 0 && p.cfg.Tokens == nil {
+		return nil, fmt.Errorf("CSIDriver %s: spec.tokenRequests needs service-account tokens, and this node agent has no token requester", s.driver)
 	}
 	pol := &driverPolicy{attachRequired: d.Spec.AttachRequired == nil || *d.Spec.AttachRequired,
-		podInfo: d.Spec.PodInfoOnMount != nil && *d.Spec.PodInfoOnMount, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy}
+		podInfo: d.Spec.PodInfoOnMount != nil && *d.Spec.PodInfoOnMount, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy,
+		tokenRequests:   d.Spec.TokenRequests,
+		tokensInSecrets: d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets,
+		republish:       d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish}
 	if d.Spec.FSGroupPolicy != nil {
 		pol.fsGroup = *d.Spec.FSGroupPolicy
 	}

@@ -53,8 +53,6 @@ func TestClaimAndDriverErrors(t *testing.T) {
 	tokens := csiDriver(storagev1.VolumeLifecyclePersistent)
 	tokens.Spec.TokenRequests = []storagev1.TokenRequest{{Audience: "a"}}
 	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
-	republish := csiDriver(storagev1.VolumeLifecyclePersistent)
-	republish.Spec.RequiresRepublish = &yes
 
 	claimPod := podWith("p", "uid-1", pvcVolume("claim"))
 	ephPod := podWith("p", "uid-1", v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}})
@@ -77,8 +75,7 @@ func TestClaimAndDriverErrors(t *testing.T) {
 		{"block PV", claimPod, []runtime.Object{pvc, block, drv}, "block volumes are not supported by this node agent"},
 		{"no CSIDriver: attach", claimPod, []runtime.Object{pvc, pv}, "requires attachment"},
 		{"attachRequired", claimPod, []runtime.Object{pvc, pv, attach}, "requires attachment"},
-		{"tokenRequests", claimPod, []runtime.Object{pvc, pv, tokens}, "spec.tokenRequests is not supported by this node agent"},
-		{"requiresRepublish", claimPod, []runtime.Object{pvc, pv, republish}, "spec.requiresRepublish is not supported by this node agent"},
+		{"tokenRequests without a token requester", claimPod, []runtime.Object{pvc, pv, tokens}, "spec.tokenRequests needs service-account tokens, and this node agent has no token requester"},
 		{"driver not registered", claimPod, []runtime.Object{pvc, pv, drv}, "driver name csi.nodekit.test not found in the list of registered CSI drivers"},
 		{"ephemeral claim not owned", ephPod, []runtime.Object{ephPVC, pv}, "PVC default/p-v was not created for pod default/p (pod is not owner)"},
 		{"inline without CSIDriver", inlinePod, nil, `volume mode "Ephemeral" not supported by driver csi.nodekit.test (no CSIDriver object)`},

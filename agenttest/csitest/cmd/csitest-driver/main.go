@@ -24,6 +24,7 @@ func main() {
 	flag.StringVar(&cfg.StateDir, "state-dir", "", "volumes, calls.log and fail (required)")
 	flag.StringVar(&endpoint, "endpoint", "", "CSI unix socket path (required)")
 	flag.BoolVar(&cfg.NoVolumeStats, "no-volume-stats", false, "do not advertise GET_VOLUME_STATS")
+	flag.BoolVar(&cfg.VolumeMountGroup, "volume-mount-group", false, "advertise VOLUME_MOUNT_GROUP (chgrp the published target)")
 	flag.StringVar(&registry, "registry-dir", "", "the agent's plugins_registry dir; empty: do not register")
 	flag.Parse()
 	if topology != "" {
