@@ -70,6 +70,15 @@ type Config struct {
 	ReconcilePeriod time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithDelayedExecution
+	// ReportHealth follows the device health of drivers that serve the
+	// health service (DRAResourceHealth, v1 or v1alpha1), for the
+	// containers' allocatedResourcesStatus (AllocatedResourcesStatus) and
+	// HealthUpdates: the ResourceHealthStatus gate. Off, no health stream
+	// is opened and every device reads Unknown.
+	ReportHealth bool
+	// HealthMessages puts the drivers' health messages into the statuses
+	// (the ResourceHealthStatusMessage gate).
+	HealthMessages bool
 }
 
 // claim is the cache entry of one prepared (or being prepared) claim.
@@ -90,6 +99,11 @@ type Manager struct {
 	wipes     map[string]clock.Timer
 	wipeLater []string
 	wipeCh    chan string
+
+	health        *healthStore
+	healthUpdates chan types.UID
+	// watches counts the running health watches; Run waits for them.
+	watches sync.WaitGroup
 }
 
 // New restores the checkpoint under cfg.RootDir and returns the Manager.
@@ -121,6 +135,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, path: filepath.Join(cfg.RootDir, CheckpointFile),
 		claims: map[string]*claim{}, drivers: map[string][]*driver{},
 		wipes: map[string]clock.Timer{}, wipeCh: make(chan string, 1),
+		health: newHealthStore(cfg.Clock), healthUpdates: make(chan types.UID, 100),
 	}
 	restored, err := readCheckpoint(m.path)
 	if err != nil {
