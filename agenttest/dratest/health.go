@@ -88,6 +88,7 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	}
 	var last map[string]DeviceHealth
 	var sent time.Time
+	first := true
 	tick := c.NewTicker(healthPoll)
 	defer tick.Stop()
 	for {
@@ -96,10 +97,10 @@ func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 			d.HandleError(ctx, err, "reading the device health file")
 			set = last
 		}
-		if last == nil || !maps.Equal(set, last) || c.Since(sent) >= healthResend {
+		if first || !maps.Equal(set, last) || c.Since(sent) >= healthResend {
 			select {
 			case reports <- d.healthReport(set, c.Now()):
-				last, sent = set, c.Now()
+				last, sent, first = set, c.Now(), false
 			case <-ctx.Done():
 				return nil
 			}

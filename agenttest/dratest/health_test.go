@@ -51,6 +51,17 @@ func TestWatchHealthStatus(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		take("after 10 s", 1)
+		if err := WriteHealth(d.cfg.StateDir, nil); err != nil { // "null": every device Healthy
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		synctest.Wait()
+		if r := take("after the file was emptied", 1)[0]; r.Devices[1].Health != kubeletplugin.HealthStatusHealthy || r.Devices[1].Message != "" {
+			t.Errorf("report %+v, want dev-1 Healthy again", r)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		take("a second after that", 0)
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("WatchHealthStatus = %v, want nil at ctx's end", err)
