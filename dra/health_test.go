@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
-	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -256,4 +256,3 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	var zero T
 	return zero
 }
-
