@@ -28,19 +28,15 @@ func (m *Manager) AllocatedResourcesStatus(pod *v1.Pod, container string) []v1.R
 	}
 	byName := map[v1.ResourceName][]v1.ResourceHealth{}
 	for _, ref := range pod.Spec.Containers[i].Resources.Claims {
-		j := slices.IndexFunc(pod.Spec.ResourceClaims, func(pc v1.PodResourceClaim) bool { return pc.Name == ref.Name })
-		if j < 0 {
-			continue
-		}
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[j])
-		if err != nil || name == nil {
+		name, ok := claimName(pod, ref.Name)
+		if !ok {
 			continue
 		}
 		key := v1.ResourceName("claim:" + ref.Name)
 		if ref.Request != "" {
 			key = v1.ResourceName("claim:" + ref.Name + "/" + ref.Request)
 		}
-		byName[key] = m.claimHealth(pod.Namespace+"/"+*name, ref.Request)
+		byName[key] = m.claimHealth(pod.Namespace+"/"+name, ref.Request)
 	}
 	var out []v1.ResourceStatus
 	for _, name := range slices.Sorted(maps.Keys(byName)) {

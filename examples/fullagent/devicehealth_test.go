@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,30 +26,41 @@ func TestDevicePluginHealth(t *testing.T) {
 	if dev == "" || strings.Contains(dev, ",") {
 		t.Fatalf("the pod's device: %q, want one", dev)
 	}
-	waitHealth := func(what string, health v1.ResourceHealthStatus) time.Duration {
-		t.Helper()
-		start := time.Now()
-		e.waitPod(t, "devh", time.Minute, what, func(p *v1.Pod) bool {
-			cs := containerStatus(p, "app")
-			if cs == nil || len(cs.AllocatedResourcesStatus) != 1 {
-				return false
-			}
-			rs := cs.AllocatedResourcesStatus[0]
-			return rs.Name == fooResource && len(rs.Resources) == 1 &&
-				rs.Resources[0].ResourceID == v1.ResourceID(dev) && rs.Resources[0].Health == health && rs.Resources[0].Message == nil
-		})
-		return time.Since(start)
-	}
-	waitHealth(fooResource+" Healthy", v1.ResourceHealthStatusHealthy)
+	e.waitResourceHealth(t, "devh", fooResource, v1.ResourceID(dev), v1.ResourceHealthStatusHealthy, "")
 	if !plugin.SetHealthy(dev, false) {
 		t.Fatalf("the plugin has no device %s", dev)
 	}
-	d := waitHealth(fooResource+" Unhealthy", v1.ResourceHealthStatusUnhealthy)
+	d := e.waitResourceHealth(t, "devh", fooResource, v1.ResourceID(dev), v1.ResourceHealthStatusUnhealthy, "")
 	t.Logf("Unhealthy in the API %v after the plugin's change", d.Round(10*time.Millisecond))
 	if d > 20*time.Second {
 		t.Errorf("the change took %v to reach the API: not woken by the health notice", d)
 	}
 	plugin.SetHealthy(dev, true)
-	d = waitHealth(fooResource+" Healthy again", v1.ResourceHealthStatusHealthy)
+	d = e.waitResourceHealth(t, "devh", fooResource, v1.ResourceID(dev), v1.ResourceHealthStatusHealthy, "")
 	t.Logf("Healthy again in the API %v after the plugin's change", d.Round(10*time.Millisecond))
+}
+
+// waitResourceHealth waits up to a minute for the app container of pod to
+// show one allocatedResourcesStatus entry, name, of one resource id with
+// health and message msg ("" is none), and returns how long it took.
+func (e *procEnv) waitResourceHealth(t *testing.T, pod string, name v1.ResourceName, id v1.ResourceID, health v1.ResourceHealthStatus, msg string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	e.waitPod(t, pod, time.Minute, fmt.Sprintf("%s %s %s %q", name, id, health, msg), func(p *v1.Pod) bool {
+		cs := containerStatus(p, "app")
+		if cs == nil || len(cs.AllocatedResourcesStatus) != 1 {
+			return false
+		}
+		rs := cs.AllocatedResourcesStatus[0]
+		if rs.Name != name || len(rs.Resources) != 1 {
+			return false
+		}
+		r := rs.Resources[0]
+		got := ""
+		if r.Message != nil {
+			got = *r.Message
+		}
+		return r.ResourceID == id && r.Health == health && got == msg
+	})
+	return time.Since(start)
 }

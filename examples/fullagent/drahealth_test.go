@@ -1,13 +1,11 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/agenttest/dratest"
 )
 
@@ -18,52 +16,18 @@ import (
 // Healthy again, each within seconds (the change wakes the pod; the
 // periodic sync is a minute). On containerd 2, which injects CDI devices.
 func TestDRADeviceHealth(t *testing.T) {
-	e := startProcEnvOpts(t, procEnvOptions{
-		cp:  []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
-		cri: []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
-	})
-	waitNodeReady(t, e)
-	bin, err := dratest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := dratest.Start(t, bin, dratest.Options{
-		Name: draTestDriver, NodeName: testNode, Devices: 1, CDIDir: e.cri.CDIDir,
-		RegistryDir: filepath.Join(e.root, "plugins_registry"), Kubeconfig: e.cp.AdminKubeconfig,
-	})
-	createDRAObjects(t, e)
+	e, drv := startDRAEnv(t, 1)
 	createDRAPod(t, e, "dra-h")
 	e.waitPod(t, "dra-h", 3*time.Minute, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	claim := podClaim(t, e, "dra-h")
 	device := claim.Status.Allocation.Devices.Results[0].Device
 	id := v1.ResourceID("dra.nodekit.test/device=claim-" + string(claim.UID))
 
-	waitHealth := func(what string, health v1.ResourceHealthStatus, msg string) time.Duration {
-		t.Helper()
-		start := time.Now()
-		e.waitPod(t, "dra-h", time.Minute, what, func(p *v1.Pod) bool {
-			cs := containerStatus(p, "app")
-			if cs == nil || len(cs.AllocatedResourcesStatus) != 1 {
-				return false
-			}
-			rs := cs.AllocatedResourcesStatus[0]
-			if rs.Name != "claim:dev" || len(rs.Resources) != 1 {
-				return false
-			}
-			r := rs.Resources[0]
-			gotMsg := ""
-			if r.Message != nil {
-				gotMsg = *r.Message
-			}
-			return r.ResourceID == id && r.Health == health && gotMsg == msg
-		})
-		return time.Since(start)
-	}
-	waitHealth("claim:dev Healthy", v1.ResourceHealthStatusHealthy, "")
+	e.waitResourceHealth(t, "dra-h", "claim:dev", id, v1.ResourceHealthStatusHealthy, "")
 	if err := drv.SetHealth(map[string]dratest.DeviceHealth{device: {Health: v1.ResourceHealthStatusUnhealthy, Message: "overheated"}}); err != nil {
 		t.Fatal(err)
 	}
-	d := waitHealth("claim:dev Unhealthy (overheated)", v1.ResourceHealthStatusUnhealthy, "overheated")
+	d := e.waitResourceHealth(t, "dra-h", "claim:dev", id, v1.ResourceHealthStatusUnhealthy, "overheated")
 	t.Logf("Unhealthy in the API %v after the driver's change", d.Round(10*time.Millisecond))
 	if d > 20*time.Second {
 		t.Errorf("the change took %v to reach the API: not woken by the health notice", d)
@@ -71,6 +35,6 @@ func TestDRADeviceHealth(t *testing.T) {
 	if err := drv.SetHealth(nil); err != nil {
 		t.Fatal(err)
 	}
-	d = waitHealth("claim:dev Healthy again", v1.ResourceHealthStatusHealthy, "")
+	d = e.waitResourceHealth(t, "dra-h", "claim:dev", id, v1.ResourceHealthStatusHealthy, "")
 	t.Logf("Healthy again in the API %v after the driver's change", d.Round(10*time.Millisecond))
 }
