@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
+	drahealthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -166,9 +167,22 @@ func (f *fakeHealth) NodeWatchResources(_ *drahealthv1.NodeWatchResourcesRequest
 // TestHealthWatch: a driver registering with the health service is
 // watched; its report reaches the pods' status and wakes them; its
 // deregistration ends the stream and its devices read Unknown again.
+// A driver offering only v1alpha1 is read through it.
 func TestHealthWatch(t *testing.T) {
+	for _, service := range []string{drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService} {
+		t.Run(service, func(t *testing.T) { testHealthWatch(t, service) })
+	}
+}
+
+func testHealthWatch(t *testing.T, service string) {
 	fh := &fakeHealth{reports: make(chan *drahealthv1.NodeWatchResourcesResponse), opened: make(chan struct{}, 10)}
-	d := startDriverWith(t, func(s *grpc.Server) { drahealthv1.RegisterDRAResourceHealthServer(s, fh) })
+	d := startDriverWith(t, func(s *grpc.Server) {
+		if service == drahealthv1alpha1.DRAResourceHealthService {
+			drahealthv1alpha1.RegisterDRAResourceHealthServer(s, drahealthv1.V1ServerWrapper{Server: fh})
+			return
+		}
+		drahealthv1.RegisterDRAResourceHealthServer(s, fh)
+	})
 	d.requests["c"] = []string{"r"}
 	pod := podWith("one", "", "c")
 	cl := &claims{}
@@ -178,7 +192,7 @@ func TestHealthWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.closeDrivers)
-	if err := m.RegisterPlugin(t.Context(), testDriver, d.endpoint, []string{drapb.DRAPluginService, drahealthv1.DRAResourceHealthService}); err != nil {
+	if err := m.RegisterPlugin(t.Context(), testDriver, d.endpoint, []string{drapb.DRAPluginService, service}); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.PrepareResources(t.Context(), pod); err != nil {
@@ -255,4 +269,22 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 	var zero T
 	return zero
+}
+
+// TestPickHealthService: the newest health service both sides speak, ""
+// for a driver offering none (it is optional).
+func TestPickHealthService(t *testing.T) {
+	v1s, v1a := drahealthv1.DRAResourceHealthService, drahealthv1alpha1.DRAResourceHealthService
+	for _, tc := range []struct {
+		versions []string
+		want     string
+	}{
+		{[]string{drapb.DRAPluginService, v1a, v1s}, v1s},
+		{[]string{drapb.DRAPluginService, v1a}, v1a},
+		{[]string{drapb.DRAPluginService, "v2.DRAResourceHealth"}, ""},
+	} {
+		if got := pickHealthService(tc.versions); got != tc.want {
+			t.Errorf("pickHealthService(%q) = %q, want %q", tc.versions, got, tc.want)
+		}
+	}
 }
