@@ -20,9 +20,8 @@
 // it by driver, pool and device with upstream's timeouts (a device not
 // reported for its timeout, 30 s by default, reads Unknown), and gives a
 // container's allocatedResourcesStatus (AllocatedResourcesStatus); the
-// pods a change concerns arrive on HealthUpdates. The health is not
-// checkpointed (upstream's dra_health_state is not written): after a
-// restart devices read Unknown until their driver reports again.
+// pods a change concerns arrive on HealthUpdates. The health is
+// checkpointed in ROOT/dra_health_state, upstream's file and format.
 //
 // Usage sketch:
 //

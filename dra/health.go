@@ -36,13 +36,26 @@ type healthKey struct{ pool, device string }
 // healthStore holds the device health the drivers report, by driver,
 // pool and device. It is safe for concurrent use.
 type healthStore struct {
-	clock   clock.PassiveClock
+	clock clock.PassiveClock
+	// path is the checkpoint (HealthCheckpointFile); "" keeps none.
+	path    string
 	mu      sync.Mutex
 	drivers map[string]map[healthKey]deviceHealth
 }
 
-func newHealthStore(c clock.PassiveClock) *healthStore {
-	return &healthStore{clock: c, drivers: map[string]map[healthKey]deviceHealth{}}
+// newHealthStore restores the checkpoint at path ("" is none). A
+// checkpoint that cannot be read leaves the store empty, as upstream,
+// and is returned as the error beside the store.
+func newHealthStore(c clock.PassiveClock, path string) (*healthStore, error) {
+	s := &healthStore{clock: c, path: path, drivers: map[string]map[healthKey]deviceHealth{}}
+	if path == "" {
+		return s, nil
+	}
+	if err := s.load(); err != nil {
+		s.drivers = map[string]map[healthKey]deviceHealth{}
+		return s, err
+	}
+	return s, nil
 }
 
 // get returns the health of a device: Unknown without a message when the
@@ -61,8 +74,8 @@ func (s *healthStore) get(driver, pool, device string) (v1.ResourceHealthStatus,
 // health, message or timeout changed. Devices the report leaves out keep
 // their health until their timeout has passed; then they read Unknown
 // (a change, unless they were Unknown already) and are forgotten, as
-// upstream.
-func (s *healthStore) update(driver string, report []*drahealthv1.DeviceHealth) (changed []healthKey, dropped int) {
+// upstream. A change is checkpointed; err is a failed write.
+func (s *healthStore) update(driver string, report []*drahealthv1.DeviceHealth) (changed []healthKey, dropped int, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
@@ -72,6 +85,7 @@ func (s *healthStore) update(driver string, report []*drahealthv1.DeviceHealth) 
 		s.drivers[driver] = devs
 	}
 	seen := map[healthKey]bool{}
+	forgot := false
 	for _, r := range report {
 		k := healthKey{r.GetDevice().GetPoolName(), r.GetDevice().GetDeviceName()}
 		seen[k] = true
@@ -98,21 +112,28 @@ func (s *healthStore) update(driver string, report []*drahealthv1.DeviceHealth) 
 			changed = append(changed, k)
 		}
 		delete(devs, k)
+		forgot = true
 	}
-	return changed, dropped
+	if len(changed) > 0 || forgot {
+		err = s.saveLocked()
+	}
+	return changed, dropped, err
 }
 
-// clear forgets every device of driver (its health stream ended) and
-// returns them.
-func (s *healthStore) clear(driver string) []healthKey {
+// clear forgets every device of driver (its health stream ended),
+// checkpoints, and returns them.
+func (s *healthStore) clear(driver string) ([]healthKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []healthKey
 	for k := range s.drivers[driver] {
 		out = append(out, k)
 	}
+	if _, ok := s.drivers[driver]; !ok {
+		return nil, nil
+	}
 	delete(s.drivers, driver)
-	return out
+	return out, s.saveLocked()
 }
 
 func resourceHealth(h drahealthv1.HealthStatus) v1.ResourceHealthStatus {

@@ -1,6 +1,8 @@
 package dra
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -28,24 +30,28 @@ func report(pool, device string, h drahealthv1.HealthStatus, timeoutSecs int64, 
 // cut to the API's limit.
 func TestHealthStoreTimeouts(t *testing.T) {
 	fc := clocktesting.NewFakeClock(time.Unix(1700000000, 0))
-	s := newHealthStore(fc)
+	path := filepath.Join(t.TempDir(), HealthCheckpointFile)
+	s, err := newHealthStore(fc, path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if h, _ := s.get("d", "p", "a"); h != v1.ResourceHealthStatusUnknown {
 		t.Fatalf("never reported: %s, want Unknown", h)
 	}
 	long := strings.Repeat("x", 2000)
-	changed, _ := s.update("d", []*drahealthv1.DeviceHealth{
+	changed, _, err := s.update("d", []*drahealthv1.DeviceHealth{
 		report("p", "a", drahealthv1.HealthStatus_HEALTHY, -5, ""),
 		report("p", "b", drahealthv1.HealthStatus_UNHEALTHY, 60, long),
 		report("p", "c", drahealthv1.HealthStatus_UNKNOWN, 0, ""),
 	})
-	if len(changed) != 3 {
-		t.Fatalf("first report: changed %v, want all 3", changed)
+	if err != nil || len(changed) != 3 {
+		t.Fatalf("first report: changed %v (%v), want all 3", changed, err)
 	}
 	h, msg := s.get("d", "p", "b")
 	if h != v1.ResourceHealthStatusUnhealthy || len(msg) != v1.ResourceHealthMessageMaxLength || !strings.HasSuffix(msg, "...") {
 		t.Errorf("b = %s with a %d-byte message, want Unhealthy with %d bytes ending in ...", h, len(msg), v1.ResourceHealthMessageMaxLength)
 	}
-	if changed, _ := s.update("d", []*drahealthv1.DeviceHealth{
+	if changed, _, _ := s.update("d", []*drahealthv1.DeviceHealth{
 		report("p", "a", drahealthv1.HealthStatus_HEALTHY, 0, ""),
 		report("p", "b", drahealthv1.HealthStatus_UNHEALTHY, 60, long),
 		report("p", "c", drahealthv1.HealthStatus_UNKNOWN, 0, ""),
@@ -60,7 +66,7 @@ func TestHealthStoreTimeouts(t *testing.T) {
 	if h, _ := s.get("d", "p", "b"); h != v1.ResourceHealthStatusUnhealthy {
 		t.Errorf("b after 31 s (timeout 60 s): %s, want Unhealthy", h)
 	}
-	changed, _ = s.update("d", []*drahealthv1.DeviceHealth{report("p", "b", drahealthv1.HealthStatus_HEALTHY, 60, "")})
+	changed, _, _ = s.update("d", []*drahealthv1.DeviceHealth{report("p", "b", drahealthv1.HealthStatus_HEALTHY, 60, "msg")})
 	slices.SortFunc(changed, func(x, y healthKey) int { return strings.Compare(x.device, y.device) })
 	if want := []healthKey{{"p", "a"}, {"p", "b"}}; !slices.Equal(changed, want) {
 		t.Errorf("report of b alone: changed %v, want %v (a timed out to Unknown; c was Unknown already)", changed, want)
@@ -68,11 +74,53 @@ func TestHealthStoreTimeouts(t *testing.T) {
 	if _, ok := s.drivers["d"][healthKey{"p", "c"}]; ok {
 		t.Error("c, timed out and left out of the report, is still kept")
 	}
-	if got := s.clear("d"); len(got) != 1 || got[0] != (healthKey{"p", "b"}) {
-		t.Errorf("clear = %v, want [p/b]", got)
+	// The checkpoint holds what the store holds: a restart keeps b.
+	restored, err := newHealthStore(fc, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, msg := restored.get("d", "p", "b"); h != v1.ResourceHealthStatusHealthy || msg != "msg" || len(restored.drivers["d"]) != 1 {
+		t.Errorf("restored b = %s %q of %d devices, want Healthy \"msg\", the one device kept", h, msg, len(restored.drivers["d"]))
+	}
+	if got, err := s.clear("d"); err != nil || len(got) != 1 || got[0] != (healthKey{"p", "b"}) {
+		t.Errorf("clear = %v (%v), want [p/b]", got, err)
 	}
 	if h, _ := s.get("d", "p", "b"); h != v1.ResourceHealthStatusUnknown {
 		t.Errorf("b after clear: %s, want Unknown", h)
+	}
+	if restored, _ := newHealthStore(fc, path); len(restored.drivers) != 0 {
+		t.Errorf("after clear the checkpoint holds %v, want nothing", restored.drivers)
+	}
+}
+
+// TestHealthCheckpointUpstreamFormat: a checkpoint as kubelet writes it
+// is read (timeouts of 0 are the default); a corrupt one leaves the store
+// empty with an error, as upstream, and does not stop New.
+func TestHealthCheckpointUpstreamFormat(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2026, 12, 2, 7, 0, 10, 0, time.UTC))
+	root := t.TempDir()
+	kubelet := `{"gpu.example.com":{"Devices":{"pool-a/gpu-0":{"PoolName":"pool-a","DeviceName":"gpu-0","Health":"Unhealthy",` +
+		`"LastUpdated":"2026-12-02T07:00:00Z","HealthCheckTimeout":0,"Message":"XID 79"}}}}`
+	if err := os.WriteFile(filepath.Join(root, HealthCheckpointFile), []byte(kubelet), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{RootDir: root, Claims: &claims{}, Clock: fc})
+	if err != nil || m.healthErr != nil {
+		t.Fatalf("New: %v, health checkpoint: %v", err, m.healthErr)
+	}
+	if h, msg := m.health.get("gpu.example.com", "pool-a", "gpu-0"); h != v1.ResourceHealthStatusUnhealthy || msg != "XID 79" {
+		t.Errorf("kubelet's entry read as %s %q, want Unhealthy \"XID 79\"", h, msg)
+	}
+	fc.Step(25 * time.Second) // 35 s after LastUpdated, beyond the default 30 s
+	if h, _ := m.health.get("gpu.example.com", "pool-a", "gpu-0"); h != v1.ResourceHealthStatusUnknown {
+		t.Errorf("after its timeout: %s, want Unknown", h)
+	}
+	if err := os.WriteFile(filepath.Join(root, HealthCheckpointFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err = New(Config{RootDir: root, Claims: &claims{}, Clock: fc})
+	if err != nil || m.healthErr == nil || len(m.health.drivers) != 0 {
+		t.Errorf("corrupt health checkpoint: New %v, health error %v, %d drivers; want New to succeed, an error kept for Run, no drivers", err, m.healthErr, len(m.health.drivers))
 	}
 }
 

@@ -44,7 +44,11 @@ func (m *Manager) watchHealth(ctx context.Context, d *driver, service string) {
 	logger := klog.FromContext(ctx).WithValues("driverName", d.name, "endpoint", d.endpoint, "healthService", service)
 	for {
 		err := m.followHealth(ctx, d, service)
-		m.notifyPods(ctx, d.name, m.health.clear(d.name))
+		gone, cerr := m.health.clear(d.name)
+		if cerr != nil {
+			logger.Error(cerr, "Unable to checkpoint DRA device health; a restart may show stale health until the driver reports")
+		}
+		m.notifyPods(ctx, d.name, gone)
 		if ctx.Err() != nil {
 			return
 		}
@@ -90,7 +94,10 @@ func (m *Manager) followHealth(ctx context.Context, d *driver, service string) e
 
 // recordHealth stores one report and wakes the pods whose devices changed.
 func (m *Manager) recordHealth(ctx context.Context, driver string, report []*drahealthv1.DeviceHealth) {
-	changed, dropped := m.health.update(driver, report)
+	changed, dropped, err := m.health.update(driver, report)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to checkpoint DRA device health; a restart may lose it", "driverName", driver)
+	}
 	if dropped > 0 {
 		klog.FromContext(ctx).Error(nil, "DRA health report holds more devices than nodekit keeps per driver; new devices beyond the limit ignored",
 			"driverName", driver, "limit", maxHealthDevices, "ignored", dropped)

@@ -101,6 +101,7 @@ type Manager struct {
 	wipeCh    chan string
 
 	health        *healthStore
+	healthErr     error // from reading the health checkpoint
 	healthUpdates chan types.UID
 	// watches counts the running health watches; Run waits for them.
 	watches sync.WaitGroup
@@ -135,8 +136,11 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, path: filepath.Join(cfg.RootDir, CheckpointFile),
 		claims: map[string]*claim{}, drivers: map[string][]*driver{},
 		wipes: map[string]clock.Timer{}, wipeCh: make(chan string, 1),
-		health: newHealthStore(cfg.Clock), healthUpdates: make(chan types.UID, 100),
+		healthUpdates: make(chan types.UID, 100),
 	}
+	// An unreadable health checkpoint is not fatal, as upstream: Run
+	// logs it and the drivers report again.
+	m.health, m.healthErr = newHealthStore(cfg.Clock, filepath.Join(cfg.RootDir, HealthCheckpointFile))
 	restored, err := readCheckpoint(m.path)
 	if err != nil {
 		return nil, err
@@ -156,6 +160,9 @@ func New(cfg Config) (*Manager, error) {
 // is done. It closes the driver connections when it returns.
 func (m *Manager) Run(ctx context.Context) error {
 	defer m.closeDrivers()
+	if m.healthErr != nil {
+		klog.FromContext(ctx).Error(m.healthErr, "Failed to load the DRA health checkpoint, proceeding with no device health")
+	}
 	m.wipe(ctx, "")
 	tick := m.cfg.Clock.NewTimer(m.cfg.ReconcilePeriod)
 	defer tick.Stop()
