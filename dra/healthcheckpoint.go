@@ -17,8 +17,10 @@ import (
 // directory, upstream kubelet's name and format: a JSON object of driver
 // name to {"Devices": {"POOL/DEVICE": {PoolName, DeviceName, Health,
 // LastUpdated, HealthCheckTimeout (ns), Message}}}. It is written on every
-// change and read at start-up, so a quick restart keeps the health until
-// the drivers report again; an entry older than its timeout reads Unknown.
+// change and read at start-up: an agent killed and restarted keeps the
+// health until the drivers report again (an entry older than its timeout
+// reads Unknown). A driver's stream ending (a clean stop too) clears its
+// devices, as upstream.
 const HealthCheckpointFile = "dra_health_state"
 
 type healthFileDevice struct {
