@@ -16,6 +16,11 @@
 // resource that another connection serves replaces it. Devices of pods no
 // longer active are reclaimed before new ones are handed out.
 //
+// AllocatedResourcesStatus gives a container's allocatedResourcesStatus:
+// the health of each device it holds, as the plugin last reported it;
+// with Config.ReportHealth (the ResourceHealthStatus gate) the pods
+// holding a device whose health changed arrive on HealthUpdates.
+//
 // It does not own the node status (Resources and Changes feed it), pods
 // (Config.ActivePods says which are active), NUMA alignment with the CPU
 // and memory managers, the PodResources API, DRA, or the plugin watcher

@@ -70,6 +70,10 @@ type Config struct {
 	// device names then fails to be created with an error naming the
 	// devices and this reason, instead of running without them.
 	NoCDI string
+	// ReportHealth sends on HealthUpdates the pods whose devices' health
+	// changed (the ResourceHealthStatus gate), so their containers'
+	// allocatedResourcesStatus is published again.
+	ReportHealth bool
 }
 
 // Manager is the device plugin manager. It runs the registration server
@@ -88,6 +92,8 @@ type Manager struct {
 	noCDI        string
 	logger       klog.Logger
 	changes      chan struct{}
+	reportHealth bool
+	healthUpd    chan types.UID
 
 	// allocMu serializes allocations (Admit and ContainerOptions), so
 	// devices picked but not yet committed are never picked twice.
@@ -152,9 +158,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	m := &Manager{
 		dir: cfg.Dir, grace: cfg.GracePeriod, clock: cfg.Clock,
 		activePods: cfg.ActivePods, sourcesReady: cfg.SourcesReady, running: cfg.RunningAtStart,
-		noCDI:     cfg.NoCDI,
-		logger:    klog.FromContext(ctx),
-		changes:   make(chan struct{}, 1),
+		noCDI:        cfg.NoCDI,
+		logger:       klog.FromContext(ctx),
+		changes:      make(chan struct{}, 1),
+		reportHealth: cfg.ReportHealth, healthUpd: make(chan types.UID, 100),
 		resources: map[string]*resourceState{},
 		pods:      podDevices{},
 		allocated: map[string]sets.Set[string]{},

@@ -285,12 +285,19 @@ func (m *Manager) updateDevices(ctx context.Context, ep *endpoint, devs []*plugi
 		m.mu.Unlock()
 		return
 	}
+	old := rs.devices
 	rs.devices = make(map[string]*pluginapi.Device, len(devs))
 	rs.healthy, rs.unhealthy = sets.New[string](), sets.New[string]()
+	var pods []string
 	for _, d := range devs {
 		if d.GetID() == "" {
 			logger.Error(nil, "Device plugin reported a device without an ID; ignored", "resource", ep.resource)
 			continue
+		}
+		if o, ok := old[d.ID]; !ok || o.Health != d.Health {
+			// A new device may be one that was gone a while and is still
+			// held by a pod: its pod is told too, as upstream.
+			pods = append(pods, m.pods.holders(ep.resource, d.ID)...)
 		}
 		rs.devices[d.ID] = d
 		if d.Health == pluginapi.Healthy {
@@ -301,6 +308,7 @@ func (m *Manager) updateDevices(ctx context.Context, ep *endpoint, devs []*plugi
 	}
 	healthy := rs.healthy.Len()
 	m.mu.Unlock()
+	m.healthChanged(pods)
 	logger.V(2).Info("Processed device updates for resource", "resource", ep.resource, "total", len(devs), "healthy", healthy)
 	if err := m.persist(); err != nil {
 		logger.Error(err, "Failed to write the device manager checkpoint")

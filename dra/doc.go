@@ -14,6 +14,15 @@
 // create claims from templates (the controller manager does); it does not
 // write status.resourceClaimStatuses, which the controller manager owns.
 //
+// With Config.ReportHealth (the ResourceHealthStatus gate) it follows the
+// device health of each registered driver that serves the optional
+// DRAResourceHealth service (v1, else v1alpha1; NodeWatchResources), keeps
+// it by driver, pool and device with upstream's timeouts (a device not
+// reported for its timeout, 30 s by default, reads Unknown), and gives a
+// container's allocatedResourcesStatus (AllocatedResourcesStatus); the
+// pods a change concerns arrive on HealthUpdates. The health is
+// checkpointed in ROOT/dra_health_state, upstream's file and format.
+//
 // Usage sketch:
 //
 //	m, err := dra.New(dra.Config{RootDir: root, Claims: claims, Slices: slices})
@@ -21,5 +30,7 @@
 //	handlers["DRAPlugin"] = m            // plugin watcher
 //	// the sync loop: m.PrepareResources before a pod's sandbox,
 //	// m.UnprepareResources once its containers stopped;
-//	// container options: m.WrapOptions(next) adds CDI device IDs.
+//	// container options: m.WrapOptions(next) adds CDI device IDs;
+//	// container statuses: m.AllocatedResourcesStatus(pod, name),
+//	// resynced for each UID from m.HealthUpdates().
 package dra

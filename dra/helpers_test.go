@@ -32,7 +32,11 @@ type fakeDriver struct {
 	failClaim string
 }
 
-func startDriver(t *testing.T) *fakeDriver {
+func startDriver(t *testing.T) *fakeDriver { t.Helper(); return startDriverWith(t, nil) }
+
+// startDriverWith is startDriver with more services registered on the
+// driver's server by extra.
+func startDriverWith(t *testing.T, extra func(*grpc.Server)) *fakeDriver {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "dra") // short: unix socket paths are limited
 	if err != nil {
@@ -46,6 +50,9 @@ func startDriver(t *testing.T) *fakeDriver {
 	}
 	s := grpc.NewServer()
 	drapb.RegisterDRAPluginServer(s, d)
+	if extra != nil {
+		extra(s)
+	}
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(s.Stop)
 	return d

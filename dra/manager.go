@@ -70,6 +70,15 @@ type Config struct {
 	ReconcilePeriod time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.WithDelayedExecution
+	// ReportHealth follows the device health of drivers that serve the
+	// health service (DRAResourceHealth, v1 or v1alpha1), for the
+	// containers' allocatedResourcesStatus (AllocatedResourcesStatus) and
+	// HealthUpdates: the ResourceHealthStatus gate. Off, no health stream
+	// is opened and every device reads Unknown.
+	ReportHealth bool
+	// HealthMessages puts the drivers' health messages into the statuses
+	// (the ResourceHealthStatusMessage gate).
+	HealthMessages bool
 }
 
 // claim is the cache entry of one prepared (or being prepared) claim.
@@ -90,6 +99,12 @@ type Manager struct {
 	wipes     map[string]clock.Timer
 	wipeLater []string
 	wipeCh    chan string
+
+	health        *healthStore
+	healthErr     error // from reading the health checkpoint
+	healthUpdates chan types.UID
+	// watches counts the running health watches; Run waits for them.
+	watches sync.WaitGroup
 }
 
 // New restores the checkpoint under cfg.RootDir and returns the Manager.
@@ -121,7 +136,11 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, path: filepath.Join(cfg.RootDir, CheckpointFile),
 		claims: map[string]*claim{}, drivers: map[string][]*driver{},
 		wipes: map[string]clock.Timer{}, wipeCh: make(chan string, 1),
+		healthUpdates: make(chan types.UID, 100),
 	}
+	// An unreadable health checkpoint is not fatal, as upstream: Run
+	// logs it and the drivers report again.
+	m.health, m.healthErr = newHealthStore(cfg.Clock, filepath.Join(cfg.RootDir, HealthCheckpointFile))
 	restored, err := readCheckpoint(m.path)
 	if err != nil {
 		return nil, err
@@ -141,6 +160,9 @@ func New(cfg Config) (*Manager, error) {
 // is done. It closes the driver connections when it returns.
 func (m *Manager) Run(ctx context.Context) error {
 	defer m.closeDrivers()
+	if m.healthErr != nil {
+		klog.FromContext(ctx).Error(m.healthErr, "Failed to load the DRA health checkpoint, proceeding with no device health")
+	}
 	m.wipe(ctx, "")
 	tick := m.cfg.Clock.NewTimer(m.cfg.ReconcilePeriod)
 	defer tick.Stop()

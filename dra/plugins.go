@@ -28,6 +28,8 @@ type driver struct {
 	name, endpoint string
 	conn           *grpc.ClientConn
 	client         drapb.DRAPluginClient
+	// stopHealth ends the endpoint's health watch; nil without one.
+	stopHealth context.CancelFunc
 }
 
 // pickService returns the newest service of versions nodekit speaks.
@@ -75,12 +77,21 @@ func (m *Manager) RegisterPlugin(ctx context.Context, name, endpoint string, ver
 			return fmt.Errorf("endpoint %s already registered for DRA driver plugin %s", endpoint, name)
 		}
 	}
-	m.drivers[name] = append(m.drivers[name], &driver{name: name, endpoint: endpoint, conn: conn, client: client})
+	d := &driver{name: name, endpoint: endpoint, conn: conn, client: client}
+	m.drivers[name] = append(m.drivers[name], d)
 	if t := m.wipes[name]; t != nil {
 		t.Stop()
 		delete(m.wipes, name)
 	}
-	klog.FromContext(ctx).V(2).Info("Registered DRA driver", "driverName", name, "endpoint", endpoint, "service", service)
+	health := pickHealthService(versions)
+	if m.cfg.ReportHealth && health != "" {
+		// The watch outlives this call: it ends on deregistration or
+		// when Run returns, not with the caller's context.
+		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		d.stopHealth = cancel
+		m.watches.Go(func() { m.watchHealth(hctx, d, health) })
+	}
+	klog.FromContext(ctx).V(2).Info("Registered DRA driver", "driverName", name, "endpoint", endpoint, "service", service, "healthService", health)
 	return nil
 }
 
@@ -97,7 +108,7 @@ func (m *Manager) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
 	if i < 0 {
 		return
 	}
-	list[i].conn.Close()
+	list[i].close()
 	list = slices.Delete(list, i, i+1)
 	if len(list) > 0 {
 		m.drivers[name] = list
@@ -119,6 +130,14 @@ func (m *Manager) DeRegisterPlugin(ctx context.Context, name, endpoint string) {
 			m.mu.Unlock()
 		}
 	})
+}
+
+// close ends the endpoint's health watch and its connection.
+func (d *driver) close() {
+	if d.stopHealth != nil {
+		d.stopHealth()
+	}
+	_ = d.conn.Close()
 }
 
 // client returns the client of driver name's newest endpoint.
@@ -152,13 +171,15 @@ func (m *Manager) wipe(ctx context.Context, name string) {
 	klog.FromContext(ctx).V(3).Info("Deleted ResourceSlices", "driverName", name)
 }
 
-// closeDrivers closes every driver connection.
+// closeDrivers closes every driver connection and waits for the health
+// watches to end.
 func (m *Manager) closeDrivers() {
+	defer m.watches.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for name, list := range m.drivers {
 		for _, d := range list {
-			d.conn.Close()
+			d.close()
 		}
 		delete(m.drivers, name)
 	}

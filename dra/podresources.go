@@ -19,23 +19,34 @@ func (m *Manager) DynamicResources(pod *v1.Pod, c *v1.Container) []*podresources
 	defer m.mu.Unlock()
 	var out []*podresourcesv1.DynamicResource
 	for _, rc := range c.Resources.Claims {
-		i := slices.IndexFunc(pod.Spec.ResourceClaims, func(pc v1.PodResourceClaim) bool { return pc.Name == rc.Name })
-		if i < 0 {
+		name, ok := claimName(pod, rc.Name)
+		if !ok {
 			continue
 		}
-		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-		if err != nil || name == nil {
-			continue
-		}
-		cl := m.claims[pod.Namespace+"/"+*name]
+		cl := m.claims[pod.Namespace+"/"+name]
 		if cl == nil || !cl.Prepared {
 			continue
 		}
 		out = append(out, &podresourcesv1.DynamicResource{
-			ClaimName: *name, ClaimNamespace: pod.Namespace, ClaimResources: cl.claimResources(rc.Request),
+			ClaimName: name, ClaimNamespace: pod.Namespace, ClaimResources: cl.claimResources(rc.Request),
 		})
 	}
 	return out
+}
+
+// claimName is the name of the ResourceClaim of the pod's claim entry
+// podClaim (generated ones from status.resourceClaimStatuses); false
+// when there is none (yet).
+func claimName(pod *v1.Pod, podClaim string) (string, bool) {
+	i := slices.IndexFunc(pod.Spec.ResourceClaims, func(pc v1.PodResourceClaim) bool { return pc.Name == podClaim })
+	if i < 0 {
+		return "", false
+	}
+	name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+	if err != nil || name == nil {
+		return "", false
+	}
+	return *name, true
 }
 
 // claimResources lists the claim's devices serving request ("" is every

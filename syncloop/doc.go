@@ -18,7 +18,10 @@
 // allocated resources, applies an allocated resize to the running
 // containers before starting any, and restarts the containers whose
 // resizePolicy asks for it; the resize conditions and container
-// resources come from the Resizer.
+// resources come from the Resizer. With ResourceHealth providers
+// (devicemgr, dra), every status of a regular container carries the
+// health of its devices (allocatedResourcesStatus); a pod's UID on
+// ProbeUpdates publishes a health change at once.
 //
 // It does not talk to a container runtime protocol or to the API server
 // directly: those come in through nodekit.Runtime and the StatusManager

@@ -71,6 +71,17 @@ type DynamicResources interface {
 	UnprepareResources(ctx context.Context, pod *v1.Pod) error
 }
 
+// ResourceHealth reports the health of the devices allocated to a pod's
+// containers, for their status's allocatedResourcesStatus (packages
+// devicemgr and dra implement it; the ResourceHealthStatus gate decides
+// whether an agent passes them).
+type ResourceHealth interface {
+	// AllocatedResourcesStatus returns the health of the devices the
+	// named regular container of pod holds, one entry per resource name;
+	// nil when it holds none. It must not block.
+	AllocatedResourcesStatus(pod *v1.Pod, container string) []v1.ResourceStatus
+}
+
 // VolumeCleaner is an optional capability of a VolumeManager
 // (volumemgr.Manager has it): housekeeping asks it to tear down the
 // volumes of every pod not in keep (pods found on disk after a restart,

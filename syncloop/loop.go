@@ -94,6 +94,10 @@ type Config struct {
 	// Resizer carries out in-place resizes (package allocation). Nil: not
 	// acted on.
 	Resizer Resizer
+	// ResourceHealth fills the regular containers' allocatedResourcesStatus,
+	// each in turn (upstream: device plugins, then DRA). Empty: none is
+	// reported. A health change should wake the pod through ProbeUpdates.
+	ResourceHealth []ResourceHealth
 }
 
 // Loop is the main loop of a node agent.
@@ -165,6 +169,7 @@ func New(cfg Config) (*Loop, error) {
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes, dra: cfg.DynamicResources,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
 		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
+		health:  cfg.ResourceHealth,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},

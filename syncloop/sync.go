@@ -49,6 +49,7 @@ type syncer struct {
 	nodeIPs  []string
 	metrics  Metrics
 	resize   Resizer
+	health   []ResourceHealth
 	crash    *backoff
 	pull     *backoff
 	reasonMu sync.Mutex
@@ -102,7 +103,24 @@ func (s *syncer) computeStatus(pod *v1.Pod, rs *nodekit.PodStatus, terminal bool
 		reasons: s.reasonsOf(pod.UID), probes: s.probes, nodeIPs: s.nodeIPs, now: s.clock.Now(),
 	})
 	s.resizeStatus(pod, &st)
+	s.resourceHealth(pod, &st)
 	return st
+}
+
+// resourceHealth sets the regular containers' allocatedResourcesStatus
+// from the providers, as upstream sets it on every status it generates
+// (init and ephemeral containers get none, as upstream).
+func (s *syncer) resourceHealth(pod *v1.Pod, st *v1.PodStatus) {
+	if len(s.health) == 0 {
+		return
+	}
+	for i := range st.ContainerStatuses {
+		var all []v1.ResourceStatus
+		for _, h := range s.health {
+			all = append(all, h.AllocatedResourcesStatus(pod, st.ContainerStatuses[i].Name)...)
+		}
+		st.ContainerStatuses[i].AllocatedResourcesStatus = all
+	}
 }
 
 // setStatus hands a status to the status manager; a refusal is logged, not

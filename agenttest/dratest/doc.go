@@ -17,5 +17,9 @@
 //
 // Driver is the in-process part (the DRAPlugin of the helper); Build and
 // Start (start.go) build the command with `go build` and run it from
-// tests. The driver does no health reporting.
+// tests. The driver serves the device health service (DRAResourceHealth
+// v1 and v1alpha1, through the helper): every device Healthy unless
+// STATE/health.json (HealthFile, written by Process.SetHealth or
+// WriteHealth) says otherwise, reported on every change of the file and
+// every 10 s.
 package dratest

@@ -16,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/clock"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
@@ -42,7 +43,7 @@ type Config struct {
 	Devices int
 	// CDIDir receives one CDI spec file per prepared claim.
 	CDIDir string
-	// StateDir holds calls.log.
+	// StateDir holds calls.log and the health file (HealthFile).
 	StateDir string
 }
 
@@ -81,6 +82,8 @@ type Call struct {
 type Driver struct {
 	cfg Config
 	mu  sync.Mutex
+	// clock paces the health reports; nil is the real clock.
+	clock clock.WithTicker
 }
 
 var _ kubeletplugin.DRAPlugin = (*Driver)(nil)
@@ -194,11 +197,6 @@ func (d *Driver) UnprepareResourceClaims(_ context.Context, claims []kubeletplug
 // retries recoverable ones, and the test sees missing slices otherwise.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	utilruntime.HandleErrorWithContext(ctx, err, msg)
-}
-
-// WatchHealthStatus: the driver reports no device health.
-func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
 }
 
 // SpecPath is where the CDI spec of the claim uid is written.

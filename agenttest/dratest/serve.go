@@ -12,7 +12,8 @@ import (
 // Serve runs the driver until ctx ends: the DRA service on
 // PLUGINDIR/dra.sock, the registration socket in registryDir (the agent's
 // plugins_registry), and the ResourceSlice of cfg.NodeName published
-// through client. The node must exist (the slice is owned by it). The
+// through client, and the devices' health (the DRAResourceHealth service,
+// from the health file in cfg.StateDir). The node must exist (the slice is owned by it). The
 // sockets are removed when Serve returns.
 func Serve(ctx context.Context, cfg Config, client kubernetes.Interface, registryDir, pluginDir string) error {
 	d, err := NewDriver(cfg)
@@ -28,7 +29,6 @@ func Serve(ctx context.Context, cfg Config, client kubernetes.Interface, registr
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(registryDir),
 		kubeletplugin.PluginDataDirectoryPath(pluginDir),
-		kubeletplugin.HealthService(false),
 	)
 	if err != nil {
 		return fmt.Errorf("dratest: start the kubelet plugin helper: %w", err)

@@ -125,5 +125,11 @@ func (p *Process) Stop() {
 	<-p.done
 }
 
+// SetHealth sets the health the driver reports for its devices (by name,
+// "dev-0"; those not named are Healthy), within 100 ms.
+func (p *Process) SetHealth(devices map[string]DeviceHealth) error {
+	return WriteHealth(p.StateDir, devices)
+}
+
 // Calls returns the call log so far.
 func (p *Process) Calls() ([]Call, error) { return ReadCalls(p.StateDir) }

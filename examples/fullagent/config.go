@@ -94,6 +94,10 @@ func implementedGates() map[string]string {
 		// any pod, as kubelet without the gate (the policy fields must be
 		// unset then).
 		"KubeletEnsureSecretPulledImages": "off: no image pull records; a present image serves any pod (imagePullCredentialsVerificationPolicy must be unset)",
+		// Off, containers' statuses carry no device health, as kubelet
+		// without the gates.
+		featureResourceHealthStatus:        "off: no allocatedResourcesStatus in container statuses and no DRA health streams",
+		featureResourceHealthStatusMessage: "off: allocatedResourcesStatus without the DRA drivers' health messages",
 		// Off (the default), the generic PLEG relists alone every second.
 		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}

@@ -43,6 +43,7 @@ func (a *agent) newDevices(ctx context.Context, pods func() []*v1.Pod, ready fun
 			return running[uid][name]
 		},
 	}
+	cfg.ReportHealth, _ = healthGates(a.gates)
 	// Plugins may answer with CDI devices; a runtime that cannot inject
 	// them fails such containers rather than running them without.
 	if version, err := a.runtime.Version(ctx); err != nil {

@@ -39,6 +39,7 @@ func (a *agent) newDRA(ctx context.Context, pods func() []*v1.Pod, ready func() 
 		return nil, nil
 	}
 	client, node := a.client, a.nodeName
+	report, messages := healthGates(a.gates)
 	m, err := dra.New(dra.Config{
 		RootDir: a.rootDir,
 		Claims: dra.ClaimGetterFunc(func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
@@ -53,8 +54,10 @@ func (a *agent) newDRA(ctx context.Context, pods func() []*v1.Pod, ready func() 
 			}
 			return client.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: sel.String()})
 		}),
-		ActivePods:   pods,
-		SourcesReady: ready,
+		ActivePods:     pods,
+		SourcesReady:   ready,
+		ReportHealth:   report,
+		HealthMessages: messages,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamic resource allocation: %w", err)

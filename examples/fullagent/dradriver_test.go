@@ -36,23 +36,8 @@ const draTestDriver = "dra.nodekit.test"
 // checkpoint) and unprepares the claim of a pod force-deleted while it was
 // down.
 func TestDRAEndToEnd(t *testing.T) {
-	e := startProcEnvOpts(t, procEnvOptions{
-		// The API server's kubelet client reads container logs.
-		config: "authentication:\n  x509:\n    clientCAFile: @CAFILE@\n",
-		cp:     []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
-		cri:    []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
-	})
+	e, drv := startDRAEnv(t, 2)
 	ctx := t.Context()
-	waitNodeReady(t, e)
-	bin, err := dratest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := dratest.Start(t, bin, dratest.Options{
-		Name: draTestDriver, NodeName: testNode, Devices: 2, CDIDir: e.cri.CDIDir,
-		RegistryDir: filepath.Join(e.root, "plugins_registry"), Kubeconfig: e.cp.AdminKubeconfig,
-	})
-	createDRAObjects(t, e)
 
 	for _, name := range []string{"dra-a", "dra-b"} {
 		createDRAPod(t, e, name)
@@ -118,6 +103,31 @@ func TestDRAEndToEnd(t *testing.T) {
 		t.Errorf("dra-c's container after the restart: %+v, want adopted (no restart)", cs)
 	}
 	checkPodResourcesClaim(t, e, "dra-c", claimC)
+}
+
+// startDRAEnv starts the agent with kube-scheduler and
+// kube-controller-manager on containerd 2 (which injects CDI devices),
+// the DRA test driver with devices devices once the node is Ready, and
+// the DeviceClass and ResourceClaimTemplate of createDRAObjects.
+func startDRAEnv(t *testing.T, devices int) (*procEnv, *dratest.Process) {
+	t.Helper()
+	e := startProcEnvOpts(t, procEnvOptions{
+		// The API server's kubelet client reads container logs.
+		config: "authentication:\n  x509:\n    clientCAFile: @CAFILE@\n",
+		cp:     []agenttest.ControlPlaneOption{agenttest.WithControllerManager(), agenttest.WithScheduler()},
+		cri:    []agenttest.ContainerdOption{agenttest.WithContainerdVersion(agenttest.ContainerdVersion2)},
+	})
+	waitNodeReady(t, e)
+	bin, err := dratest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv := dratest.Start(t, bin, dratest.Options{
+		Name: draTestDriver, NodeName: testNode, Devices: devices, CDIDir: e.cri.CDIDir,
+		RegistryDir: filepath.Join(e.root, "plugins_registry"), Kubeconfig: e.cp.AdminKubeconfig,
+	})
+	createDRAObjects(t, e)
+	return e, drv
 }
 
 // waitNodeReady waits for the agent's node to be Ready, so the scheduler

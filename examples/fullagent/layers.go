@@ -346,6 +346,9 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		return h, err
 	}
 	a.probeRelay.resizes = a.resizer.Retries() // deferred resizes wake their pod's worker
+	if report, _ := healthGates(a.gates); report {
+		a.probeRelay.devHealth, a.probeRelay.claimHealth = healthUpdates(a.devices, a.dra)
+	}
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(),
@@ -373,6 +376,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		SyncPeriod:       a.cfg.SyncFrequency.Duration,
 		Metrics:          a.metrics,
 		Resizer:          a.resizer,
+		ResourceHealth:   resourceHealth(a.gates, a.devices, a.dra),
 	})
 	return h, err
 }

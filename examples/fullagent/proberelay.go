@@ -25,6 +25,9 @@ type probeRelay struct {
 	// resizes are pods whose deferred resize may fit now
 	// (allocation.Manager.Retries); relayed as they are. Nil: none.
 	resizes <-chan types.UID
+	// devHealth and claimHealth are pods whose devices' health changed
+	// (devicemgr's and dra's HealthUpdates); relayed as they are.
+	devHealth, claimHealth <-chan types.UID
 }
 
 func newProbeRelay(p *probes.Manager, st *statusmgr.Manager, pods func(types.UID) (*v1.Pod, bool)) *probeRelay {
@@ -48,12 +51,28 @@ func (r *probeRelay) Run(ctx context.Context) error {
 				return ctx.Err()
 			}
 		case uid := <-r.resizes:
-			select {
-			case r.out <- uid:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := r.relay(ctx, uid); err != nil {
+				return err
+			}
+		case uid := <-r.devHealth:
+			if err := r.relay(ctx, uid); err != nil {
+				return err
+			}
+		case uid := <-r.claimHealth:
+			if err := r.relay(ctx, uid); err != nil {
+				return err
 			}
 		}
+	}
+}
+
+// relay passes uid to the loop.
+func (r *probeRelay) relay(ctx context.Context, uid types.UID) error {
+	select {
+	case r.out <- uid:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
