@@ -48,8 +48,13 @@ func TestStartStages(t *testing.T) {
 	}
 }
 
-// auditLine is one audit event as the API server writes it.
+// auditLine is one audit event about a pod as the API server writes it.
 func auditLine(stage, user, verb, sub, name string, ms, code int, body string) string {
+	return auditRef(stage, user, verb, "pods", sub, name, ms, code, body)
+}
+
+// auditRef is one audit event as the API server writes it.
+func auditRef(stage, user, verb, resource, sub, name string, ms, code int, body string) string {
 	obj := `,"requestObject":` + body
 	if body == "" {
 		obj = ""
@@ -58,8 +63,8 @@ func auditLine(stage, user, verb, sub, name string, ms, code int, body string) s
 	if code != 0 {
 		status = fmt.Sprintf(`,"responseStatus":{"code":%d}`, code)
 	}
-	return fmt.Sprintf(`{"kind":"Event","stage":%q,"verb":%q,"user":{"username":%q},"objectRef":{"resource":"pods","subresource":%q,"namespace":"default","name":%q}%s%s,"requestReceivedTimestamp":%q}`,
-		stage, verb, user, sub, name, status, obj, at(ms).Format(metav1.RFC3339Micro))
+	return fmt.Sprintf(`{"kind":"Event","stage":%q,"verb":%q,"user":{"username":%q},"objectRef":{"resource":%q,"subresource":%q,"namespace":"default","name":%q}%s%s,"requestReceivedTimestamp":%q}`,
+		stage, verb, user, resource, sub, name, status, obj, at(ms).Format(metav1.RFC3339Micro))
 }
 
 func TestPodRequests(t *testing.T) {
@@ -75,6 +80,12 @@ func TestPodRequests(t *testing.T) {
 		auditLine("RequestReceived", node, "patch", "status", "bench-0", 1500, 0, ""),
 		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 1500, 200, `{"status":{"phase":"Running"}}`), // not the first
 		auditLine("RequestReceived", node, "get", "", "other", 50, 0, ""), // not a burst pod
+		// A token request bound to bench-1 and an event about it come
+		// before anything naming it; the objectRef names the service
+		// account, or nothing.
+		auditRef("ResponseComplete", node, "create", "serviceaccounts", "token", "default", 60, 201, `{"spec":{"boundObjectRef":{"kind":"Pod","name":"bench-1"}}}`),
+		auditRef("ResponseComplete", node, "create", "events", "", "", 70, 201, `{"involvedObject":{"kind":"Pod","name":"bench-1"}}`),
+		auditRef("ResponseComplete", node, "create", "events", "", "", 10, 201, `{"involvedObject":{"kind":"Node","name":"bench-1"}}`), // not a pod
 	}
 	log := filepath.Join(t.TempDir(), "audit.log")
 	if err := os.WriteFile(log, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -91,8 +102,8 @@ func TestPodRequests(t *testing.T) {
 	if !p.runningPatch.Equal(at(1000)) {
 		t.Errorf("Running write at %v, want the first accepted one, 1s", p.runningPatch.Sub(t0))
 	}
-	if q := times["bench-1"]; !q.firstRequest.IsZero() || !q.runningPatch.IsZero() {
-		t.Errorf("bench-1 had no requests, got %+v", q)
+	if q := times["bench-1"]; !q.firstRequest.Equal(at(60)) || q.firstKind != "create serviceaccounts/token" || !q.runningPatch.IsZero() {
+		t.Errorf("bench-1: first request at %v (%q), Running write %v; want its token request at 60ms, no Running write", q.firstRequest.Sub(t0), q.firstKind, q.runningPatch)
 	}
 	counts, err := countRequests(log, node, []window{{at(0), at(950)}})
 	if err != nil {

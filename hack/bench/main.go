@@ -5,7 +5,7 @@
 // prints one Markdown table with each agent's ratio to kubelet per row,
 // under a description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep]
 //
 // It needs root. For each agent it starts a fresh private etcd +
 // kube-apiserver (internal/localcp, free loopback ports) and a fresh
@@ -45,10 +45,12 @@
 //     server, and the time until all N are Running;
 //   - the start path of each pod, with stage medians and the median pod's
 //     stages in the report: creation (the bench's create call) → the
-//     agent's first API request naming the pod → the status write that set
-//     it Running → Running seen by the watch; the middle two come from the
-//     audit log (requestReceivedTimestamp; the write's body is logged to
-//     tell which set phase Running), so no agent is patched;
+//     agent's first API request about the pod (naming it, or a token
+//     request bound to it, or an event about it) → the status write that
+//     set it Running → Running seen by the watch; the middle two come from
+//     the audit log (requestReceivedTimestamp; the bodies of status
+//     writes, token requests and events are logged to tell which pod they
+//     are for and which write set phase Running), so no agent is patched;
 //   - agent CPU seconds (user+system, with waited-for children, from
 //     /proc/PID/stat) and peak RSS (VmHWM, reset through clear_refs just
 //     before the burst) during the burst;
@@ -99,6 +101,8 @@ type options struct {
 	runtime string
 	steady  time.Duration
 	timeout time.Duration
+	// keep leaves the work directory (agent logs, audit logs) in place.
+	keep bool
 	// containerd is the version each run's containerd is (localcri
 	// Containerd16 or Containerd2).
 	containerd string
@@ -114,6 +118,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
 	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for API requests per minute (N pods running)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for all pods to run")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (each agent's log and the API server's audit log) and print its path")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
@@ -154,7 +159,13 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(top)
+	defer func() {
+		if o.keep {
+			logf("work directory kept: %s", top)
+			return
+		}
+		_ = os.RemoveAll(top)
+	}()
 
 	bins := map[string]string{agentKubelet: kubelet}
 	if bins[agentIdeal], err = os.Executable(); err != nil {
@@ -169,7 +180,7 @@ func run(ctx context.Context, o options) error {
 	machine := describeMachine()
 	var results []*result
 	for _, a := range o.agents {
-		logf("%s: starting a fresh control plane and containerd", a)
+		logf("%s: starting a fresh control plane and %s runtime", a, o.runtime)
 		r, err := runOne(ctx, a, bins[a], filepath.Join(top, a), o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a, err)

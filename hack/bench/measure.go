@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/nodekit/nodekit/internal/localcri"
 )
@@ -44,19 +45,19 @@ type podTimes struct {
 
 // burst creates n pods as fast as it can and returns when each was created
 // and seen Running through a watch, and the time from the first creation
-// until all run.
+// until all run. The watch is read while the pods are being created, so a
+// pod that runs before the last is created is timed when it runs.
 func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int, timeout time.Duration) (map[string]*podTimes, time.Duration, error) {
 	pods := client.CoreV1().Pods("default")
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
 	}
-	rv := list.ResourceVersion
-	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
-	if err != nil {
-		return nil, 0, err
-	}
-	defer func() { w.Stop() }()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := make(chan runningPod, n)
+	watchErr := make(chan error, 1)
+	go func() { watchErr <- watchRunning(ctx, pods, list.ResourceVersion, seen) }()
 	times := make(map[string]*podTimes, n)
 	start := time.Now()
 	for i := range n {
@@ -72,25 +73,13 @@ func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int
 	defer check.Stop()
 	for running < n {
 		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				// The API server ends watches now and then: resume where
-				// this one stopped.
-				w.Stop()
-				if w, err = pods.Watch(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
-					return nil, 0, err
-				}
-				continue
-			}
-			if ev.Type != watch.Modified && ev.Type != watch.Added {
-				continue
-			}
-			p := ev.Object.(*v1.Pod)
-			rv = p.ResourceVersion
-			if t, ok := times[p.Name]; ok && t.runningSeen.IsZero() && p.Status.Phase == v1.PodRunning {
-				t.runningSeen = time.Now()
+		case r := <-seen:
+			if t, ok := times[r.name]; ok && t.runningSeen.IsZero() {
+				t.runningSeen = r.at
 				running++
 			}
+		case err := <-watchErr:
+			return nil, 0, fmt.Errorf("watch pods: %w", err)
 		case <-check.C:
 			if a.exited() {
 				return nil, 0, fmt.Errorf("the agent exited during the burst: %s", a.logTail())
@@ -102,6 +91,47 @@ func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int
 		}
 	}
 	return times, time.Since(start), nil
+}
+
+// runningPod is a pod a watch showed Running, and when.
+type runningPod struct {
+	name string
+	at   time.Time
+}
+
+// watchRunning watches pods from resourceVersion rv and sends each pod the
+// first time it shows Running, until ctx ends. It resumes a watch the API
+// server ended.
+func watchRunning(ctx context.Context, pods typedcorev1.PodInterface, rv string, out chan<- runningPod) error {
+	sent := map[string]bool{}
+	for {
+		w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || (ev.Type != watch.Modified && ev.Type != watch.Added) {
+				continue
+			}
+			rv = p.ResourceVersion
+			if sent[p.Name] || p.Status.Phase != v1.PodRunning {
+				continue
+			}
+			sent[p.Name] = true
+			select {
+			case out <- runningPod{p.Name, time.Now()}:
+			case <-ctx.Done():
+			}
+		}
+		w.Stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 }
 
 // pct is the p-th percentile (nearest rank) of sorted durations.
@@ -158,9 +188,10 @@ func resetPeakRSS(pid int) error {
 
 // writeAuditPolicy writes an audit policy that logs one event per request
 // of user (stage RequestReceived, level Metadata) and, for its writes of
-// pod status, also the ResponseComplete event with the request's body
-// (level Request), so the bench can tell which write set a pod Running;
-// nothing else. It returns the kube-apiserver flags that enable it with a
+// pod status, its service-account token requests and its events, also the
+// ResponseComplete event with the request's body (level Request), so the
+// bench can tell which write set a pod Running and which pod a token or
+// an event was for; nothing else. It returns the kube-apiserver flags that enable it with a
 // log at logPath.
 func writeAuditPolicy(dir, logPath, user string) ([]string, error) {
 	policy := filepath.Join(dir, "audit-policy.yaml")
@@ -172,6 +203,10 @@ rules:
   users: [%[1]q]
   verbs: [patch, update]
   resources: [{group: "", resources: [pods/status]}]
+- level: Request
+  users: [%[1]q]
+  verbs: [create]
+  resources: [{group: "", resources: [serviceaccounts/token, events]}, {group: events.k8s.io, resources: [events]}]
 - level: Metadata
   users: [%[1]q]
   omitStages: [ResponseComplete]
@@ -258,31 +293,62 @@ func countRequests(logPath, user string, windows []window) ([]requestCount, erro
 }
 
 // podRequests fills, for the pods of times in namespace default, the first
-// request of user naming the pod and the first successful status write of
-// user that set it Running.
+// request of user about the pod (naming it, or a token request bound to
+// it, or an event about it) and the first successful status write of user
+// that set it Running.
 func podRequests(logPath, user string, times map[string]*podTimes) error {
 	return scanAudit(logPath, func(ev *auditEvent) {
 		ref := ev.ObjectRef
-		if ev.User.Username != user || ref == nil || ref.Resource != "pods" || ref.Namespace != "default" {
+		if ev.User.Username != user || ref == nil || ref.Namespace != "default" {
 			return
 		}
-		t, ok := times[ref.Name]
+		name := ""
+		switch {
+		case ref.Resource == "pods":
+			name = ref.Name
+		case ev.Stage == "ResponseComplete":
+			name = podNamedIn(ev.RequestObject)
+		}
+		t, ok := times[name]
 		if !ok {
 			return
 		}
 		at := ev.RequestReceivedTimestamp.Time
-		switch ev.Stage {
-		case "RequestReceived":
-			if t.firstRequest.IsZero() || at.Before(t.firstRequest) {
-				t.firstRequest, t.firstKind = at, kind(ev)
-			}
-		case "ResponseComplete":
+		if (ev.Stage == "RequestReceived" || ref.Resource != "pods") && (t.firstRequest.IsZero() || at.Before(t.firstRequest)) {
+			t.firstRequest, t.firstKind = at, kind(ev)
+		}
+		if ev.Stage == "ResponseComplete" && ref.Resource == "pods" && ref.Subresource == "status" {
 			ok := ev.ResponseStatus != nil && ev.ResponseStatus.Code < 300
-			if ok && ref.Subresource == "status" && setsRunning(ev.RequestObject) && (t.runningPatch.IsZero() || at.Before(t.runningPatch)) {
+			if ok && setsRunning(ev.RequestObject) && (t.runningPatch.IsZero() || at.Before(t.runningPatch)) {
 				t.runningPatch = at
 			}
 		}
 	})
+}
+
+// podNamedIn is the pod a token request is bound to, or an event (core or
+// events.k8s.io) is about; "" for anything else.
+func podNamedIn(body json.RawMessage) string {
+	if len(body) == 0 {
+		return ""
+	}
+	type objRef struct{ Kind, Name string }
+	var b struct {
+		Spec struct {
+			BoundObjectRef *objRef `json:"boundObjectRef"`
+		} `json:"spec"`
+		InvolvedObject *objRef `json:"involvedObject"`
+		Regarding      *objRef `json:"regarding"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	for _, r := range []*objRef{b.Spec.BoundObjectRef, b.InvolvedObject, b.Regarding} {
+		if r != nil && r.Kind == "Pod" {
+			return r.Name
+		}
+	}
+	return ""
 }
 
 // setsRunning reports whether a pod status write (a patch, or a whole pod)

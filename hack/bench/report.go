@@ -71,6 +71,7 @@ func rows(o options) []row {
 		{"agent RSS, 0 pods", func(r *result) float64 { return mib(r.idle0KB) }, "MiB", 0},
 		{fmt.Sprintf("agent RSS, %d pods", o.pods), func(r *result) float64 { return mib(r.idleNKB) }, "MiB", 0},
 		{"API requests during the burst", func(r *result) float64 { return float64(r.burstRequests) }, "", 0},
+		{"API requests per pod during the burst", func(r *result) float64 { return float64(r.burstRequests) / float64(o.pods) }, "", 1},
 		{fmt.Sprintf("API requests/min, steady, %d pods", o.pods), func(r *result) float64 { return r.steadyPerMinute() }, "", 1},
 	}
 }
@@ -114,6 +115,10 @@ func printReport(w io.Writer, m machine, o options, kubeletVersion string, resul
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
 	printStages(w, kubeletVersion, results)
+	fmt.Fprintf(w, "\nAPI requests during the burst, by verb and resource:\n")
+	for _, r := range results {
+		fmt.Fprintf(w, "- %s: %s\n", r.agent, breakdown(r.burstByKind))
+	}
 	fmt.Fprintf(w, "\nAPI requests in the steady window (%v), by verb and resource:\n", o.steady)
 	for _, r := range results {
 		fmt.Fprintf(w, "- %s: %s\n", r.agent, breakdown(r.steadyByKind))
@@ -148,7 +153,7 @@ func printStages(w io.Writer, kubeletVersion string, results []*result) {
 		name string
 		get  func(stages) time.Duration
 	}{
-		{"creation → agent's first request naming the pod", func(s stages) time.Duration { return s.toFirstRequest }},
+		{"creation → agent's first request about the pod", func(s stages) time.Duration { return s.toFirstRequest }},
 		{"first request → status write setting Running", func(s stages) time.Duration { return s.toRunningPatch }},
 		{"Running write → Running seen by a watch", func(s stages) time.Duration { return s.toSeen }},
 		{"creation → Running seen", func(s stages) time.Duration { return s.total }},

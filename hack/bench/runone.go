@@ -38,6 +38,7 @@ type result struct {
 	idle0KB        int64
 	idleNKB        int64
 	burstRequests  int
+	burstByKind    map[string]int
 	steadyRequests int
 	steadyWindow   time.Duration
 	steadyByKind   map[string]int
@@ -179,7 +180,7 @@ func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, aud
 	if err != nil {
 		return nil, err
 	}
-	r.burstRequests, r.steadyRequests, r.steadyByKind = counts[0].total, counts[1].total, counts[1].byKind
+	r.burstRequests, r.burstByKind, r.steadyRequests, r.steadyByKind = counts[0].total, counts[0].byKind, counts[1].total, counts[1].byKind
 	if err := podRequests(audit, "system:node:"+nodeName, times); err != nil {
 		return nil, err
 	}
