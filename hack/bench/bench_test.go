@@ -79,7 +79,7 @@ func TestPodRequests(t *testing.T) {
 		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 1000, 200, `{"status": { "phase": "Running"}}`),
 		auditLine("RequestReceived", node, "patch", "status", "bench-0", 1500, 0, ""),
 		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 1500, 200, `{"status":{"phase":"Running"}}`), // not the first
-		auditLine("RequestReceived", node, "get", "", "other", 50, 0, ""), // not a burst pod
+		auditLine("RequestReceived", node, "get", "", "other", 50, 0, ""),                                              // not a burst pod
 		// A token request bound to bench-1 and an event about it come
 		// before anything naming it; the objectRef names the service
 		// account, or nothing.
