@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nodekit/nodekit/internal/fakecri"
 	"github.com/nodekit/nodekit/internal/localcri"
@@ -57,8 +58,13 @@ func startNode(ctx context.Context, o options, dir string) (*benchNode, error) {
 		if err != nil {
 			return nil, err
 		}
+		stop := func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // then calls in progress are cut
+			defer cancel()
+			return s.Stop(ctx)
+		}
 		return &benchNode{endpoint: s.Endpoint, nodeIP: ip, address: "127.0.0.1", port: port,
-			runtime: "fake CRI (internal/fakecri: upstream's in-memory fakes over gRPC)", stop: s.Stop}, nil
+			runtime: "fake CRI (internal/fakecri: upstream's in-memory fakes over gRPC)", stop: stop}, nil
 	default:
 		cri, err := localcri.Start(ctx, localcri.Config{Dir: dir, Version: o.containerd})
 		if err != nil {
