@@ -26,7 +26,7 @@
 //     succeeds at once (the fakes' behaviour);
 //   - stats: ListContainerStats/ContainerStats and ListPodSandboxStats/
 //     PodSandboxStats answer for every container and sandbox, zero CPU and
-//     memory with the current time, and ImageFsInfo names Config.Dir as the
+//     memory at Config.Clock's time, and ImageFsInfo names Config.Dir as the
 //     image filesystem, so kubelet's CRI stats provider, its eviction
 //     manager and image GC, and fullagent's stats provider get what they
 //     ask for (kubelet's cadvisor still reads the node's own cgroups and

@@ -12,11 +12,15 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/fakecri"
 )
 
 const busybox = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+
+// stopTime is when the fake clock says containers exit and stats are read.
+var stopTime = time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
 
 // start serves a fake runtime in a temporary directory and connects
 // upstream's CRI client to it, as an agent does.
@@ -28,7 +32,7 @@ func start(t *testing.T) (*fakecri.Server, internalapi.RuntimeService, internala
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := fakecri.Start(ctx, fakecri.Config{Dir: dir, Images: []string{busybox}})
+	s, err := fakecri.Start(ctx, fakecri.Config{Dir: dir, Images: []string{busybox}, Clock: testingclock.NewFakePassiveClock(stopTime)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,8 +156,8 @@ func TestRunSandboxAndContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(stats) != 1 || stats[0].Attributes.Id != id || stats[0].Cpu.GetTimestamp() == 0 {
-		t.Errorf("container stats of the sandbox = %v, want the one container's, with a time", stats)
+	if len(stats) != 1 || stats[0].Attributes.Id != id || stats[0].Cpu.GetTimestamp() != stopTime.UnixNano() {
+		t.Errorf("container stats of the sandbox = %v, want the one container's, read at the clock's time", stats)
 	}
 	sbStats, err := rs.ListPodSandboxStats(ctx, nil)
 	if err != nil {
@@ -177,7 +181,7 @@ func TestRunSandboxAndContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cs.Status.State != runtimeapi.ContainerState_CONTAINER_EXITED || cs.Status.ExitCode != fakecri.StopExitCode || cs.Status.FinishedAt == 0 {
+	if cs.Status.State != runtimeapi.ContainerState_CONTAINER_EXITED || cs.Status.ExitCode != fakecri.StopExitCode || cs.Status.FinishedAt != stopTime.UnixNano() {
 		t.Errorf("after the sandbox stopped: %v, want EXITED with code %d", cs.Status, fakecri.StopExitCode)
 	}
 	if err := rs.StopContainer(ctx, id, 0); err != nil {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
 )
 
 // maxCalls bounds the fakes' record of calls (they append one entry per
@@ -28,15 +29,16 @@ type runtimeServer struct {
 	f            *critest.FakeRuntimeService
 	sandboxImage string
 	fsDir        string // the image filesystem's mount point
+	clock        clock.PassiveClock
 
 	mu     sync.Mutex // guards pool and nextIP
 	pool   netip.Prefix
 	nextIP netip.Addr
 }
 
-func newRuntimeServer(f *critest.FakeRuntimeService, pool netip.Prefix, sandboxImage, fsDir string) *runtimeServer {
+func newRuntimeServer(f *critest.FakeRuntimeService, pool netip.Prefix, sandboxImage, fsDir string, clk clock.PassiveClock) *runtimeServer {
 	pool = pool.Masked()
-	return &runtimeServer{f: f, sandboxImage: sandboxImage, fsDir: fsDir, pool: pool, nextIP: pool.Addr().Next()}
+	return &runtimeServer{f: f, sandboxImage: sandboxImage, fsDir: fsDir, clock: clk, pool: pool, nextIP: pool.Addr().Next()}
 }
 
 // podIP hands out the pool's addresses in order, skipping the network and
@@ -126,7 +128,7 @@ func (s *runtimeServer) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPo
 func (s *runtimeServer) StopPodSandbox(ctx context.Context, req *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
 	s.f.Lock()
 	_, known := s.f.Sandboxes[req.PodSandboxId]
-	now := time.Now().UnixNano()
+	now := s.clock.Now().UnixNano()
 	for _, c := range s.f.Containers {
 		if c.SandboxID == req.PodSandboxId {
 			exit(c, now)
@@ -229,7 +231,7 @@ func (s *runtimeServer) StopContainer(_ context.Context, req *runtimeapi.StopCon
 	if c == nil {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.ContainerId)
 	}
-	exit(c, time.Now().UnixNano())
+	exit(c, s.clock.Now().UnixNano())
 	return &runtimeapi.StopContainerResponse{}, nil
 }
 

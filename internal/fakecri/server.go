@@ -8,11 +8,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"time"
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critest "k8s.io/cri-api/pkg/apis/testing"
+	"k8s.io/utils/clock"
 )
 
 // Default values of Config.
@@ -40,6 +40,10 @@ type Config struct {
 	// SandboxImage is what the verbose Status names as the sandbox image.
 	// Default DefaultSandboxImage.
 	SandboxImage string
+	// Clock stamps stats and container exits. Default: the real clock.
+	// (The upstream fakes stamp creation and start times with the wall
+	// clock themselves.)
+	Clock clock.PassiveClock
 }
 
 // Server is a running fake CRI endpoint.
@@ -64,6 +68,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.SandboxImage == "" {
 		cfg.SandboxImage = DefaultSandboxImage
@@ -102,13 +109,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	is.SetFakeImages(append([]string{cfg.SandboxImage}, cfg.Images...))
 	is.SetFakeImagePinned(cfg.SandboxImage, true)
 	is.SetFakeFilesystemUsage([]*runtimeapi.FilesystemUsage{{
-		Timestamp: time.Now().UnixNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: dir},
+		Timestamp: cfg.Clock.Now().UnixNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: dir},
 		UsedBytes: &runtimeapi.UInt64Value{}, InodesUsed: &runtimeapi.UInt64Value{},
 	}})
 
 	s := &Server{Endpoint: "unix://" + socket, Runtime: rs, Images: is, socket: socket,
 		grpc: grpc.NewServer(), served: make(chan error, 1)}
-	runtimeapi.RegisterRuntimeServiceServer(s.grpc, newRuntimeServer(rs, pool, cfg.SandboxImage, dir))
+	runtimeapi.RegisterRuntimeServiceServer(s.grpc, newRuntimeServer(rs, pool, cfg.SandboxImage, dir, cfg.Clock))
 	runtimeapi.RegisterImageServiceServer(s.grpc, &imageServer{f: is})
 	go func() { s.served <- s.grpc.Serve(ln) }()
 	return s, nil

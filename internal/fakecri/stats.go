@@ -2,7 +2,6 @@ package fakecri
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -21,7 +20,7 @@ func (s *runtimeServer) ContainerStats(ctx context.Context, req *runtimeapi.Cont
 	if len(cs) == 0 {
 		return nil, status.Errorf(codes.NotFound, "container %q not found", req.ContainerId)
 	}
-	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStats(cs[0], time.Now().UnixNano())}, nil
+	return &runtimeapi.ContainerStatsResponse{Stats: s.containerStats(cs[0], s.clock.Now().UnixNano())}, nil
 }
 
 func (s *runtimeServer) ListContainerStats(ctx context.Context, req *runtimeapi.ListContainerStatsRequest) (*runtimeapi.ListContainerStatsResponse, error) {
@@ -33,7 +32,7 @@ func (s *runtimeServer) ListContainerStats(ctx context.Context, req *runtimeapi.
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	now := time.Now().UnixNano()
+	now := s.clock.Now().UnixNano()
 	out := make([]*runtimeapi.ContainerStats, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, s.containerStats(c, now))
@@ -49,7 +48,7 @@ func (s *runtimeServer) PodSandboxStats(ctx context.Context, req *runtimeapi.Pod
 	if len(sbs) == 0 {
 		return nil, status.Errorf(codes.NotFound, "pod sandbox %q not found", req.PodSandboxId)
 	}
-	return &runtimeapi.PodSandboxStatsResponse{Stats: sandboxStats(sbs[0], time.Now().UnixNano())}, nil
+	return &runtimeapi.PodSandboxStatsResponse{Stats: sandboxStats(sbs[0], s.clock.Now().UnixNano())}, nil
 }
 
 func (s *runtimeServer) ListPodSandboxStats(ctx context.Context, req *runtimeapi.ListPodSandboxStatsRequest) (*runtimeapi.ListPodSandboxStatsResponse, error) {
@@ -61,7 +60,7 @@ func (s *runtimeServer) ListPodSandboxStats(ctx context.Context, req *runtimeapi
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	now := time.Now().UnixNano()
+	now := s.clock.Now().UnixNano()
 	out := make([]*runtimeapi.PodSandboxStats, 0, len(sbs))
 	for _, sb := range sbs {
 		out = append(out, sandboxStats(sb, now))
