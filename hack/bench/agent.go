@@ -15,7 +15,6 @@ import (
 
 	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
-	"github.com/nodekit/nodekit/internal/localcri"
 )
 
 // agentProc is a running node agent, a child of the bench.
@@ -29,32 +28,38 @@ type agentProc struct {
 
 // startAgent writes the agent's KubeletConfiguration and starts it. Both
 // agents get the same flags and the same configuration, except for the
-// fields only the kubelet reads (see kubeletOnly).
-func startAgent(agent, bin, dir, kubeconfig, caFile string, cri *localcri.Containerd, cg *cgroot.Root, pods int) (*agentProc, error) {
+// fields only the kubelet reads (kubeletconf.KubeletOnly). The ideal agent is this
+// binary, started with idealCommand.
+func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cgroot.Root, pods int) (*agentProc, error) {
+	logPath := filepath.Join(dir, agent+".log")
+	if agent == agentIdeal {
+		return startChild(agent, bin, []string{idealCommand, "--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
+			"--node-ip=" + n.nodeIP, fmt.Sprintf("--max-pods=%d", max(110, pods+10))}, logPath)
+	}
 	root := filepath.Join(dir, "agent")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, err
 	}
 	cfg := filepath.Join(root, "config.yaml")
-	conf := agentConfig(root, cri, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.Name)
+	conf := agentConfig(root, n, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.Name)
 	if agent == agentKubelet {
-		conf += kubeletOnly(cri)
+		conf += kubeletconf.KubeletOnly(n.healthz)
 	}
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	args := []string{"--kubeconfig=" + kubeconfig, "--config=" + cfg, "--hostname-override=" + nodeName,
-		"--node-ip=" + cri.Gateway.String(), "--root-dir=" + filepath.Join(root, "root")}
-	return startChild(agent, bin, args, filepath.Join(dir, agent+".log"))
+	args := kubeletconf.Args(kubeconfig, cfg, nodeName, n.nodeIP, filepath.Join(root, "root"))
+	return startChild(agent, bin, args, logPath)
 }
 
 // agentConfig is the configuration both agents get: the CRI endpoint and
-// the pod bridge of the bench's containerd, the API served on the bridge's
-// gateway only (so as not to collide with another agent's :10250 on this
-// machine), the upstream defaults for status and lease frequencies and API
-// QPS, and no image pulls in series (none happen: the image is preloaded).
-func agentConfig(root string, cri *localcri.Containerd, caFile string, maxPods int) string {
-	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+// the addresses of the run's node (see startNode), the upstream defaults
+// for status and lease frequencies and API QPS, and no image pulls in
+// series (none happen: the image is present). kubelet's healthz, which
+// only it serves, is on the node's address (kubeletconf.KubeletOnly) or, when the
+// node has none for it, off.
+func agentConfig(root string, n *benchNode, caFile string, maxPods int) string {
+	s := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 podLogsDir: %s
 containerRuntimeEndpoint: %s
@@ -70,16 +75,14 @@ authentication:
   x509: {clientCAFile: %s}
 authorization:
   mode: Webhook
-`, filepath.Join(root, "logs"), cri.Endpoint, cri.Gateway, maxPods, caFile)
-}
-
-// kubeletOnly is what only the upstream kubelet needs here: running on
-// cgroup v1 without swap checks, its healthz on the bridge (not on
-// 127.0.0.1:10248, which another kubelet on this machine may hold). Both
-// agents get a cgroup root of their own (startAgent), so that their QoS
-// cgroups and orphaned-pod cleanup never meet another agent's /kubepods.
-func kubeletOnly(cri *localcri.Containerd) string {
-	return kubeletconf.KubeletOnly(cri.Gateway.String())
+`, filepath.Join(root, "logs"), n.endpoint, n.address, maxPods, caFile)
+	if n.port != 0 {
+		s += fmt.Sprintf("port: %d\n", n.port)
+	}
+	if n.healthz == "" {
+		s += "healthzPort: 0\n"
+	}
+	return s
 }
 
 // startChild starts bin with its output in logPath. The child gets SIGKILL

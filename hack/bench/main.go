@@ -1,30 +1,56 @@
 // Command bench measures node agents side by side on one machine: it runs
-// the same workload once with fullagent (built from this checkout) and once
-// with the upstream kubelet v1.37.2 (_output/bin/kubelet, built by `bash
-// hack/build-tools.sh conformance`), and prints one Markdown table with a
-// fullagent/kubelet ratio per row, under a description of the machine, ready
-// to paste into the README.
+// the same workload once per agent: fullagent (built from this checkout),
+// the upstream kubelet v1.37.2 (_output/bin/kubelet, built by `bash
+// hack/build-tools.sh conformance`) and the ideal agent (below), and
+// prints one Markdown table with each agent's ratio to kubelet per row,
+// under a description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--pods 100] [--agents fullagent,kubelet] [--steady 60s] [--timeout 5m]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep]
 //
 // It needs root. For each agent it starts a fresh private etcd +
 // kube-apiserver (internal/localcp, free loopback ports) and a fresh
-// containerd with the test images preloaded (internal/localcri: its own
-// socket, its own pod bridge and /24), so no state carries over from one
-// agent to the next; everything is stopped and removed after each run.
-// The agent runs as a child process with the same KubeletConfiguration
-// for both (node name bench-node, --node-ip = the pod bridge's gateway,
-// which it also serves on, clusterDNS, maxPods = max(110, N+10), default
-// status update frequencies, serializeImagePulls false) plus what only the
-// kubelet reads: failCgroupV1 false, failSwapOn false and a cgroupRoot of
-// its own (/nkbench-*), so it never touches another kubelet's /kubepods.
-// fullagent leaves pod cgroups to containerd.
+// runtime, so no state carries over from one agent to the next;
+// everything is stopped and removed after each run. The runtime
+// (--runtime):
+//   - containerd (default): a private containerd with the test images
+//     preloaded (internal/localcri: its own socket, its own pod bridge and
+//     /24); the agents publish and serve on the bridge's gateway;
+//   - fake: internal/fakecri, upstream's in-memory CRI fakes served on a
+//     unix socket: nothing runs, a started container is running at once,
+//     so what is measured is the agent's own pipeline. The agents publish
+//     the default-route interface's address as node IP (nobody dials it)
+//     and serve on 127.0.0.1 on a free port, kubelet's healthz off.
+//
+// fullagent and kubelet run as child processes with the same
+// KubeletConfiguration (node name bench-node, --node-ip as above,
+// clusterDNS, maxPods = max(110, N+10), default status update
+// frequencies and API QPS, serializeImagePulls false) plus what only the
+// kubelet reads: failCgroupV1 false, failSwapOn false; both get a
+// cgroupRoot of their own (/nkbench-*), so neither touches another
+// kubelet's /kubepods, with either runtime.
+//
+// The ideal agent (--agents ideal) is this binary run as a child with
+// idealCommand: on client-go with the node's identity, it registers the
+// Node Ready, renews its Lease and patches each pod Running (containers
+// running and ready) as soon as its watch sees it bound to the node, 8
+// patches at a time, with no client-side rate limit: the floor the API
+// server allows a node agent. Its figures are the API server's and the
+// watch's share of every agent's.
 //
 // The workload: once the node is Ready, N busybox pods (`sleep 3600`,
-// imagePullPolicy IfNotPresent, image preloaded, so nothing is pulled) are
-// created at once. Measured, per agent:
+// imagePullPolicy IfNotPresent, image present, so nothing is pulled) are
+// created at once, bound (spec.nodeName set; no scheduler runs).
+// Measured, per agent:
 //   - pod startup p50/p99: creation → Running as seen by a watch on the API
 //     server, and the time until all N are Running;
+//   - the start path of each pod, with stage medians and the median pod's
+//     stages in the report: creation (the bench's create call) → the
+//     agent's first API request about the pod (naming it, or a token
+//     request bound to it, or an event about it) → the status write that
+//     set it Running → Running seen by the watch; the middle two come from
+//     the audit log (requestReceivedTimestamp; the bodies of status
+//     writes, token requests and events are logged to tell which pod they
+//     are for and which write set phase Running), so no agent is patched;
 //   - agent CPU seconds (user+system, with waited-for children, from
 //     /proc/PID/stat) and peak RSS (VmHWM, reset through clear_refs just
 //     before the burst) during the burst;
@@ -65,24 +91,34 @@ const nodeName = "bench-node"
 const (
 	agentFull    = "fullagent"
 	agentKubelet = "kubelet"
+	agentIdeal   = "ideal"
 )
 
 type options struct {
-	pods    int
-	agents  []string
+	pods   int
+	agents []string
+	// runtime is what the pods run on: runtimeContainerd or runtimeFake.
+	runtime string
 	steady  time.Duration
 	timeout time.Duration
+	// keep leaves the work directory (agent logs, audit logs) in place.
+	keep bool
 	// containerd is the version each run's containerd is (localcri
 	// Containerd16 or Containerd2).
 	containerd string
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == idealCommand {
+		os.Exit(idealMain(os.Args[2:]))
+	}
 	var o options
-	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: fullagent, kubelet or both")
+	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet and ideal")
+	flag.StringVar(&o.runtime, "runtime", runtimeContainerd, "what the pods run on: containerd, or fake (internal/fakecri, nothing runs)")
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
 	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for API requests per minute (N pods running)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for all pods to run")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (each agent's log and the API server's audit log) and print its path")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
@@ -123,32 +159,44 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(top)
+	defer func() {
+		if o.keep {
+			logf("work directory kept: %s", top)
+			return
+		}
+		_ = os.RemoveAll(top)
+	}()
 
 	bins := map[string]string{agentKubelet: kubelet}
+	if bins[agentIdeal], err = os.Executable(); err != nil {
+		return err
+	}
 	if slices.Contains(o.agents, agentFull) {
 		logf("building fullagent")
 		if bins[agentFull], err = buildFullagent(ctx, top); err != nil {
 			return err
 		}
 	}
-	machine := describeMachine(ctx)
+	machine := describeMachine()
 	var results []*result
 	for _, a := range o.agents {
-		logf("%s: starting a fresh control plane and containerd", a)
+		logf("%s: starting a fresh control plane and %s runtime", a, o.runtime)
 		r, err := runOne(ctx, a, bins[a], filepath.Join(top, a), o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a, err)
 		}
 		results = append(results, r)
 		logf("%s: done", a)
-		machine.containerd = "containerd " + r.runtimeVersion
+		machine.runtime = r.runtime
 	}
 	printReport(os.Stdout, machine, o, kubeletVersion, results)
 	return nil
 }
 
 func (o *options) validate() error {
+	if o.runtime != runtimeContainerd && o.runtime != runtimeFake {
+		return fmt.Errorf("--runtime=%q: want containerd or fake", o.runtime)
+	}
 	v, err := localcri.ResolveVersion(o.containerd)
 	if err != nil {
 		return fmt.Errorf("--containerd: %w", err)
@@ -161,12 +209,12 @@ func (o *options) validate() error {
 		return fmt.Errorf("--steady=%v: want at least 1s", o.steady)
 	}
 	if len(o.agents) == 0 {
-		return errors.New("--agents is empty: want fullagent, kubelet or both")
+		return errors.New("--agents is empty: want any of fullagent, kubelet and ideal")
 	}
 	seen := map[string]bool{}
 	for _, a := range o.agents {
-		if a != agentFull && a != agentKubelet {
-			return fmt.Errorf("--agents: unknown agent %q: want fullagent or kubelet", a)
+		if a != agentFull && a != agentKubelet && a != agentIdeal {
+			return fmt.Errorf("--agents: unknown agent %q: want fullagent, kubelet or ideal", a)
 		}
 		if seen[a] {
 			return fmt.Errorf("--agents: %q given twice", a)

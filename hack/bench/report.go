@@ -2,11 +2,9 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,14 +14,14 @@ import (
 
 // machine describes where the bench ran.
 type machine struct {
-	os, cpu, kernel, containerd string
-	cpus                        int
-	memGiB                      float64
-	date                        time.Time
+	os, cpu, kernel, runtime string
+	cpus                     int
+	memGiB                   float64
+	date                     time.Time
 }
 
-func describeMachine(ctx context.Context) machine {
-	m := machine{cpus: runtime.NumCPU(), date: time.Now().UTC(), os: "Linux", cpu: "unknown CPU", containerd: "containerd (version unknown)"}
+func describeMachine() machine {
+	m := machine{cpus: runtime.NumCPU(), date: time.Now().UTC(), os: "Linux", cpu: "unknown CPU", runtime: "runtime unknown"}
 	if b, err := os.ReadFile("/etc/os-release"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
@@ -50,13 +48,6 @@ func describeMachine(ctx context.Context) machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.kernel = strings.TrimSpace(string(b))
 	}
-	// "containerd github.com/containerd/containerd 1.6.20~ds1 ..."
-	if out, err := exec.CommandContext(ctx, "containerd", "--version").Output(); err == nil {
-		if f := strings.Fields(string(out)); len(f) >= 3 {
-			v, _, _ := strings.Cut(f[2], "~")
-			m.containerd = "containerd " + v
-		}
-	}
 	return m
 }
 
@@ -80,44 +71,109 @@ func rows(o options) []row {
 		{"agent RSS, 0 pods", func(r *result) float64 { return mib(r.idle0KB) }, "MiB", 0},
 		{fmt.Sprintf("agent RSS, %d pods", o.pods), func(r *result) float64 { return mib(r.idleNKB) }, "MiB", 0},
 		{"API requests during the burst", func(r *result) float64 { return float64(r.burstRequests) }, "", 0},
+		{"API requests per pod during the burst", func(r *result) float64 { return float64(r.burstRequests) / float64(o.pods) }, "", 1},
 		{fmt.Sprintf("API requests/min, steady, %d pods", o.pods), func(r *result) float64 { return r.steadyPerMinute() }, "", 1},
 	}
 }
 
-// printReport writes the machine, the workload and the table in Markdown.
+// printReport writes the machine, the workload and the tables in Markdown:
+// the figures of every agent, with each other agent's ratio to kubelet's
+// when kubelet ran, the start-path stages, and the steady-state requests.
 func printReport(w io.Writer, m machine, o options, kubeletVersion string, results []*result) {
-	fmt.Fprintf(w, "\nMachine: %s, %d CPUs (%s), %.1f GiB RAM, kernel %s, %s, cgroup v1\n", m.os, m.cpus, m.cpu, m.memGiB, m.kernel, m.containerd)
+	fmt.Fprintf(w, "\nMachine: %s, %d CPUs (%s), %.1f GiB RAM, kernel %s, %s, cgroup v1\n", m.os, m.cpus, m.cpu, m.memGiB, m.kernel, m.runtime)
 	fmt.Fprintf(w, "Date: %s\n", m.date.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "Workload: %d busybox pods (`sleep 3600`, image preloaded, imagePullPolicy IfNotPresent) created at once on a Ready node; "+
-		"fresh etcd + kube-apiserver and containerd per agent; steady window %v, starting %v after the last pod runs\n\n", o.pods, o.steady, settleSteady)
+	what := "fresh etcd + kube-apiserver and containerd per agent"
+	if o.runtime == runtimeFake {
+		what = "on a fake CRI (nothing runs); fresh etcd + kube-apiserver and fake runtime per agent"
+	}
+	fmt.Fprintf(w, "Workload: %d busybox pods (`sleep 3600`, image present, imagePullPolicy IfNotPresent) created at once on a Ready node, "+
+		"%s; steady window %v, starting %v after the last pod runs\n\n", o.pods, what, o.steady, settleSteady)
 
 	header := []string{"figure"}
 	for _, r := range results {
-		name := r.agent
-		if r.agent == agentKubelet && kubeletVersion != "" {
-			name += " " + kubeletVersion
+		header = append(header, agentLabel(r.agent, kubeletVersion))
+	}
+	kube := find(results, agentKubelet)
+	var others []*result // agents with a ratio column
+	if kube != nil {
+		for _, r := range results {
+			if r != kube {
+				others = append(others, r)
+				header = append(header, r.agent+"/kubelet")
+			}
 		}
-		header = append(header, name)
 	}
-	full, kube := find(results, agentFull), find(results, agentKubelet)
-	ratio := full != nil && kube != nil
-	if ratio {
-		header = append(header, "fullagent/kubelet")
-	}
-	fmt.Fprintf(w, "| %s |\n|---%s|\n", strings.Join(header, " | "), strings.Repeat("|--:", len(header)-1))
+	table(w, header)
 	for _, rw := range rows(o) {
 		cells := []string{rw.name}
 		for _, r := range results {
 			cells = append(cells, format(rw.value(r), rw.unit, rw.prec))
 		}
-		if ratio {
-			cells = append(cells, ratioCell(rw.value(full), rw.value(kube)))
+		for _, r := range others {
+			cells = append(cells, ratioCell(rw.value(r), rw.value(kube)))
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	printStages(w, kubeletVersion, results)
+	fmt.Fprintf(w, "\nAPI requests during the burst, by verb and resource:\n")
+	for _, r := range results {
+		fmt.Fprintf(w, "- %s: %s\n", r.agent, breakdown(r.burstByKind))
 	}
 	fmt.Fprintf(w, "\nAPI requests in the steady window (%v), by verb and resource:\n", o.steady)
 	for _, r := range results {
 		fmt.Fprintf(w, "- %s: %s\n", r.agent, breakdown(r.steadyByKind))
+	}
+}
+
+func agentLabel(agent, kubeletVersion string) string {
+	if agent == agentKubelet && kubeletVersion != "" {
+		return agent + " " + kubeletVersion
+	}
+	return agent
+}
+
+// table writes a Markdown table header: the first column left-aligned, the
+// others right-aligned.
+func table(w io.Writer, header []string) {
+	fmt.Fprintf(w, "| %s |\n|---%s|\n", strings.Join(header, " | "), strings.Repeat("|--:", len(header)-1))
+}
+
+// printStages writes the start-path stages: medians over the pods, and the
+// median pod's own.
+func printStages(w io.Writer, kubeletVersion string, results []*result) {
+	fmt.Fprintf(w, "\nStart path of a pod, medians over the pods (pods are created bound, spec.nodeName set, so no scheduling; "+
+		"creation and Running seen on the bench's clock, the agent's requests by the API server's audit log):\n\n")
+	header := []string{"stage"}
+	for _, r := range results {
+		header = append(header, agentLabel(r.agent, kubeletVersion))
+	}
+	table(w, header)
+	sec := func(d time.Duration) string { return format(d.Seconds(), "s", 3) }
+	for _, st := range []struct {
+		name string
+		get  func(stages) time.Duration
+	}{
+		{"creation → agent's first request about the pod", func(s stages) time.Duration { return s.toFirstRequest }},
+		{"first request → status write setting Running", func(s stages) time.Duration { return s.toRunningPatch }},
+		{"Running write → Running seen by a watch", func(s stages) time.Duration { return s.toSeen }},
+		{"creation → Running seen", func(s stages) time.Duration { return s.total }},
+	} {
+		cells := []string{st.name}
+		for _, r := range results {
+			cells = append(cells, sec(st.get(r.start.median)))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		b := r.start
+		if b.timed == 0 {
+			fmt.Fprintf(w, "- %s: no pod with all four times\n", r.agent)
+			continue
+		}
+		s := b.medianPodStages
+		fmt.Fprintf(w, "- %s: median pod %s: %s + %s + %s = %s; %d of the pods timed; first request: %s\n", r.agent, b.medianPod,
+			sec(s.toFirstRequest), sec(s.toRunningPatch), sec(s.toSeen), sec(s.total), b.timed, breakdown(b.firstKinds))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/localcp"
-	"github.com/nodekit/nodekit/internal/localcri"
 )
 
 const (
@@ -40,20 +38,22 @@ type result struct {
 	idle0KB        int64
 	idleNKB        int64
 	burstRequests  int
+	burstByKind    map[string]int
 	steadyRequests int
 	steadyWindow   time.Duration
 	steadyByKind   map[string]int
-	runtimeVersion string // CRI Version of the run's containerd
+	runtime        string // the run's runtime and its version (benchNode.runtime)
+	start          startBreakdown
 }
 
 func (r *result) steadyPerMinute() float64 {
 	return float64(r.steadyRequests) / r.steadyWindow.Minutes()
 }
 
-// runOne starts a control plane, containerd and the agent in dir, runs the
-// workload and stops everything again, in this order: agent, containerd
-// (which removes the pods), the mounts the agent left, the agent's cgroups,
-// the control plane.
+// runOne starts a control plane, the runtime (startNode) and the agent in
+// dir, runs the workload and stops everything again, in this order: agent,
+// runtime (containerd removes the pods), the mounts the agent left, the
+// agent's cgroups, the control plane.
 func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, error) {
 	cleanupCtx := context.WithoutCancel(ctx)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -78,13 +78,13 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		}
 	}()
 	defer unmountBelow(dir)
-	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: o.containerd})
+	node, err := startNode(ctx, o, filepath.Join(dir, "cri"))
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		logf("%s: stopping containerd and removing the pods", agent)
-		if err := cri.Stop(cleanupCtx); err != nil {
+		logf("%s: stopping the runtime and removing the pods", agent)
+		if err := node.stop(cleanupCtx); err != nil {
 			logf("%s: %v", agent, err)
 		}
 	}()
@@ -99,15 +99,18 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		return nil, err
 	}
 	// Both agents keep their kubepods tree under a cgroup of the bench's
-	// own, so neither can touch pods of anything else on the machine.
-	if cg, err = cgroot.Create(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
-		return nil, err
+	// own, so neither can touch pods of anything else on the machine (the
+	// ideal agent makes none).
+	if agent != agentIdeal {
+		if cg, err = cgroot.Create(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
+			return nil, err
+		}
 	}
 	kubeconfig, err := cp.NodeKubeconfig(nodeName)
 	if err != nil {
 		return nil, err
 	}
-	a, err := startAgent(agent, bin, dir, kubeconfig, cp.CAFile, cri, cg, o.pods)
+	a, err := startAgent(agent, bin, dir, kubeconfig, cp.CAFile, node, cg, o.pods)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +125,7 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	}
 	r, err := measure(ctx, client, a, audit, o)
 	if r != nil {
-		r.runtimeVersion = cri.RuntimeVersion
+		r.runtime = node.runtime
 	}
 	return r, err
 }
@@ -141,15 +144,15 @@ func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, aud
 	cpu0 := cpuSeconds(pid)
 	logf("%s: creating %d pods", a.name, o.pods)
 	burstStart := time.Now()
-	latencies, total, err := burst(ctx, client, a, o.pods, o.timeout)
+	times, total, err := burst(ctx, client, a, o.pods, o.timeout)
 	if err != nil {
 		return nil, err
 	}
 	burstEnd := time.Now()
 	r.cpuSeconds = cpuSeconds(pid) - cpu0
 	r.peakKB = peakRSSKB(pid)
-	slices.Sort(latencies)
-	r.p50, r.p99, r.allRunning = pct(latencies, 50), pct(latencies, 99), total
+	lat := latencies(times)
+	r.p50, r.p99, r.allRunning = pct(lat, 50), pct(lat, 99), total
 	logf("%s: all %d pods Running after %v; steady window of %v starts in %v", a.name, o.pods, total.Round(time.Millisecond), o.steady, settleSteady)
 
 	if err := sleep(ctx, settleSteady); err != nil {
@@ -177,7 +180,11 @@ func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, aud
 	if err != nil {
 		return nil, err
 	}
-	r.burstRequests, r.steadyRequests, r.steadyByKind = counts[0].total, counts[1].total, counts[1].byKind
+	r.burstRequests, r.burstByKind, r.steadyRequests, r.steadyByKind = counts[0].total, counts[0].byKind, counts[1].total, counts[1].byKind
+	if err := podRequests(audit, "system:node:"+nodeName, times); err != nil {
+		return nil, err
+	}
+	r.start = startStages(times)
 	return r, nil
 }
 

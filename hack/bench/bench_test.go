@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var t0 = time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func TestStartStages(t *testing.T) {
+	times := map[string]*podTimes{
+		// created, first request, Running write, Running seen (ms)
+		"a": {created: at(0), firstRequest: at(100), runningPatch: at(1100), runningSeen: at(1110), firstKind: "patch pods/status"},
+		"b": {created: at(10), firstRequest: at(510), runningPatch: at(2510), runningSeen: at(2530), firstKind: "patch pods/status"},
+		"c": {created: at(20), firstRequest: at(220), runningPatch: at(3220), runningSeen: at(3250), firstKind: "get pods"},
+		// never seen by a request: left out of every stage
+		"d": {created: at(30), runningPatch: at(9000), runningSeen: at(9100)},
+	}
+	b := startStages(times)
+	if b.timed != 3 {
+		t.Errorf("timed = %d, want 3 (d has no first request)", b.timed)
+	}
+	want := stages{toFirstRequest: 200 * time.Millisecond, toRunningPatch: 2 * time.Second, toSeen: 20 * time.Millisecond, total: 2520 * time.Millisecond}
+	if b.median != want {
+		t.Errorf("medians = %+v, want %+v", b.median, want)
+	}
+	if b.medianPod != "b" || b.medianPodStages != (stages{500 * time.Millisecond, 2 * time.Second, 20 * time.Millisecond, 2520 * time.Millisecond}) {
+		t.Errorf("median pod %s %+v, want b with its own stages", b.medianPod, b.medianPodStages)
+	}
+	if b.firstKinds["patch pods/status"] != 2 || b.firstKinds["get pods"] != 1 {
+		t.Errorf("first kinds = %v", b.firstKinds)
+	}
+	if got := latencies(times); len(got) != 4 || got[0] != 1110*time.Millisecond || got[3] != 9070*time.Millisecond {
+		t.Errorf("latencies = %v, want the 4 pods' creation → seen, sorted", got)
+	}
+	if b := startStages(map[string]*podTimes{"x": {created: at(0)}}); b.timed != 0 || b.medianPod != "" {
+		t.Errorf("no timed pod: %+v", b)
+	}
+}
+
+// auditLine is one audit event about a pod as the API server writes it.
+func auditLine(stage, user, verb, sub, name string, ms, code int, body string) string {
+	return auditRef(stage, user, verb, "pods", sub, name, ms, code, body)
+}
+
+// auditRef is one audit event as the API server writes it.
+func auditRef(stage, user, verb, resource, sub, name string, ms, code int, body string) string {
+	obj := `,"requestObject":` + body
+	if body == "" {
+		obj = ""
+	}
+	status := ""
+	if code != 0 {
+		status = fmt.Sprintf(`,"responseStatus":{"code":%d}`, code)
+	}
+	return fmt.Sprintf(`{"kind":"Event","stage":%q,"verb":%q,"user":{"username":%q},"objectRef":{"resource":%q,"subresource":%q,"namespace":"default","name":%q}%s%s,"requestReceivedTimestamp":%q}`,
+		stage, verb, user, resource, sub, name, status, obj, at(ms).Format(metav1.RFC3339Micro))
+}
+
+func TestPodRequests(t *testing.T) {
+	const node = "system:node:bench-node"
+	lines := []string{
+		auditLine("RequestReceived", "admin", "get", "", "bench-0", 5, 0, ""), // not the agent
+		auditLine("RequestReceived", node, "patch", "status", "bench-0", 100, 0, ""),
+		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 100, 200, `{"status":{"phase":"Pending"}}`),
+		auditLine("RequestReceived", node, "patch", "status", "bench-0", 900, 0, ""),
+		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 900, 409, `{"status":{"phase":"Running"}}`), // refused
+		auditLine("RequestReceived", node, "patch", "status", "bench-0", 1000, 0, ""),
+		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 1000, 200, `{"status": { "phase": "Running"}}`),
+		auditLine("RequestReceived", node, "patch", "status", "bench-0", 1500, 0, ""),
+		auditLine("ResponseComplete", node, "patch", "status", "bench-0", 1500, 200, `{"status":{"phase":"Running"}}`), // not the first
+		auditLine("RequestReceived", node, "get", "", "other", 50, 0, ""),                                              // not a burst pod
+		// A token request bound to bench-1 and an event about it come
+		// before anything naming it; the objectRef names the service
+		// account, or nothing.
+		auditRef("ResponseComplete", node, "create", "serviceaccounts", "token", "default", 60, 201, `{"spec":{"boundObjectRef":{"kind":"Pod","name":"bench-1"}}}`),
+		auditRef("ResponseComplete", node, "create", "events", "", "", 70, 201, `{"involvedObject":{"kind":"Pod","name":"bench-1"}}`),
+		auditRef("ResponseComplete", node, "create", "events", "", "", 10, 201, `{"involvedObject":{"kind":"Node","name":"bench-1"}}`), // not a pod
+	}
+	log := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(log, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	times := map[string]*podTimes{"bench-0": {created: at(0)}, "bench-1": {created: at(1)}}
+	if err := podRequests(log, node, times); err != nil {
+		t.Fatal(err)
+	}
+	p := times["bench-0"]
+	if !p.firstRequest.Equal(at(100)) || p.firstKind != "patch pods/status" {
+		t.Errorf("first request %v %q, want the agent's at 100 ms, patch pods/status", p.firstRequest.Sub(t0), p.firstKind)
+	}
+	if !p.runningPatch.Equal(at(1000)) {
+		t.Errorf("Running write at %v, want the first accepted one, 1s", p.runningPatch.Sub(t0))
+	}
+	if q := times["bench-1"]; !q.firstRequest.Equal(at(60)) || q.firstKind != "create serviceaccounts/token" || !q.runningPatch.IsZero() {
+		t.Errorf("bench-1: first request at %v (%q), Running write %v; want its token request at 60ms, no Running write", q.firstRequest.Sub(t0), q.firstKind, q.runningPatch)
+	}
+	counts, err := countRequests(log, node, []window{{at(0), at(950)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[0].total != 3 || counts[0].byKind["patch pods/status"] != 2 {
+		t.Errorf("requests received before 950 ms: %+v, want 3 (2 status patches, a get), ResponseComplete events not counted", counts[0])
+	}
+}
+
+func TestReportAllAgents(t *testing.T) {
+	res := func(agent string, all time.Duration, cpu float64) *result {
+		return &result{agent: agent, allRunning: all, cpuSeconds: cpu, steadyWindow: time.Minute, steadyRequests: 6,
+			steadyByKind: map[string]int{"update leases": 6},
+			start: startBreakdown{timed: 100, medianPod: "bench-50", median: stages{total: all / 2}, medianPodStages: stages{total: all / 2},
+				firstKinds: map[string]int{"patch pods/status": 100}}}
+	}
+	results := []*result{res(agentFull, 6*time.Second, 3), res(agentKubelet, 4*time.Second, 2), res(agentIdeal, 500*time.Millisecond, 0.5)}
+	results[0].runtime = "fake CRI"
+	var b bytes.Buffer
+	printReport(&b, machine{runtime: "fake CRI", cpus: 2}, options{pods: 100, runtime: runtimeFake, steady: time.Minute}, "v1.37.2", results)
+	out := b.String()
+	for _, want := range []string{
+		"| figure | fullagent | kubelet v1.37.2 | ideal | fullagent/kubelet | ideal/kubelet |",
+		"| all 100 pods Running | 6.00 s | 4.00 s | 0.50 s | 1.50 | 0.12 |",
+		"| agent CPU during the burst | 3.00 s | 2.00 s | 0.50 s | 1.50 | 0.25 |",
+		"| stage | fullagent | kubelet v1.37.2 | ideal |",
+		"| creation → Running seen | 3.000 s | 2.000 s | 0.250 s |",
+		"- ideal: median pod bench-50: 0.000 s + 0.000 s + 0.000 s = 0.250 s",
+		"on a fake CRI",
+		"- kubelet: 6 update leases",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	// Without kubelet there is nothing to divide by: no ratio columns.
+	b.Reset()
+	printReport(&b, machine{}, options{pods: 100, steady: time.Minute}, "", []*result{results[0], results[2]})
+	if out := b.String(); strings.Contains(out, "/kubelet") || !strings.Contains(out, "| figure | fullagent | ideal |") {
+		t.Errorf("report without kubelet:\n%s", out)
+	}
+}
+
+func TestRunningStatus(t *testing.T) {
+	p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{{Name: "a", Image: "img-a"}, {Name: "b", Image: "img-b"}}}}
+	now := metav1.NewTime(t0)
+	st := runningStatus(p, "192.0.2.2", "10.244.0.7", now)
+	if st.Phase != v1.PodRunning || st.PodIP != "10.244.0.7" || st.HostIP != "192.0.2.2" || st.StartTime == nil {
+		t.Errorf("status %+v, want Running with the IPs and a start time", st)
+	}
+	ready := map[v1.PodConditionType]bool{}
+	for _, c := range st.Conditions {
+		ready[c.Type] = c.Status == v1.ConditionTrue
+	}
+	if !ready[v1.PodReady] || !ready[v1.ContainersReady] || !ready[v1.PodInitialized] || !ready[v1.PodScheduled] {
+		t.Errorf("conditions %v, want Ready, ContainersReady, Initialized and PodScheduled true", st.Conditions)
+	}
+	if len(st.ContainerStatuses) != 2 || st.ContainerStatuses[1].Name != "b" || st.ContainerStatuses[1].State.Running == nil || !st.ContainerStatuses[1].Ready {
+		t.Errorf("container statuses %+v, want both running and ready", st.ContainerStatuses)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull, agentKubelet, agentIdeal}}
+	if err := ok.validate(); err != nil {
+		t.Errorf("fake runtime, all three agents: %v", err)
+	}
+	for _, o := range []options{
+		{pods: 1, steady: time.Second, runtime: "docker", agents: []string{agentFull}},
+		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{"perfect"}},
+		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentIdeal, agentIdeal}},
+	} {
+		if err := o.validate(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
