@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -94,6 +95,12 @@ type Config struct {
 	// Resizer carries out in-place resizes (package allocation). Nil: not
 	// acted on.
 	Resizer Resizer
+
+	// TracerProvider, when set, traces each pod worker step in a span
+	// named as upstream's (syncPod, syncTerminatingPod,
+	// syncTerminatedPod) carrying the pod's UID, name and namespace; the
+	// step's runtime calls run under it. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Loop is the main loop of a node agent.
@@ -173,6 +180,9 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Pods = NewPodStore()
 	}
 	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics, cfg.InlineWorkers)
+	if cfg.TracerProvider != nil {
+		w.tracer = cfg.TracerProvider.Tracer(instrumentationScope)
+	}
 	return &Loop{
 		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
