@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The logging block and kubelet's logging flags reach the configuration
+// setupLogging applies; --log-json is --logging-format=json; the options
+// need LoggingAlphaOptions and json LoggingBetaOptions, as upstream.
+func TestConfigLogging(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		args         []string
+		format       string
+		jsonSplit    bool
+		err          []string
+	}{
+		{name: "default", format: "text"},
+		{name: "file", config: "logging: {format: json}\n", format: "json"},
+		{name: "flag", args: []string{"--logging-format=json"}, format: "json"},
+		{name: "flag over file", config: "logging: {format: json}\n", args: []string{"--logging-format=text"}, format: "text"},
+		{name: "--log-json", args: []string{"--log-json"}, format: "json"},
+		{name: "--log-json over the file", config: "logging: {format: text}\n", args: []string{"--log-json"}, format: "json"},
+		{name: "--log-json and another format", args: []string{"--log-json", "--logging-format=text"}, err: []string{"--log-json", "--logging-format=text"}},
+		{name: "unknown format", args: []string{"--logging-format=xml"}, err: []string{"logging.format", "Unsupported log format"}},
+		{name: "json gated off", config: "featureGates: {LoggingBetaOptions: false}\nlogging: {format: json}\n", err: []string{"logging.format", "LoggingBetaOptions"}},
+		{name: "options gated off", config: "logging: {format: json, options: {json: {splitStream: true}}}\n", err: []string{"logging.options.json.splitStream", "LoggingAlphaOptions"}},
+		{name: "options", config: "featureGates: {LoggingAlphaOptions: true}\nlogging: {format: json, options: {json: {splitStream: true, infoBufferSize: 64Ki}}}\n", format: "json", jsonSplit: true},
+		{name: "options flag", config: "featureGates: {LoggingAlphaOptions: true}\n", args: []string{"--logging-format=json", "--log-json-split-stream"}, format: "json", jsonSplit: true},
+		{name: "vmodule with json", config: "logging: {format: json, vmodule: [{filePattern: agent, verbosity: 4}]}\n", err: []string{"logging.vmodule", "Only supported for text log format"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadWith(t, configHeader+tc.config, nil, tc.args...)
+			if len(tc.err) > 0 {
+				if err == nil {
+					t.Fatalf("accepted: logging %+v", cfg.Logging)
+				}
+				for _, w := range tc.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not name %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Logging.Format != tc.format || cfg.Logging.Options.JSON.SplitStream != tc.jsonSplit {
+				t.Errorf("format %q, json split stream %v; want %q, %v", cfg.Logging.Format, cfg.Logging.Options.JSON.SplitStream, tc.format, tc.jsonSplit)
+			}
+		})
+	}
+}
+
+// fullagent with --logging-format=json logs as kubelet does: every line
+// it writes parses as upstream's JSON (ts, caller, msg, v on info lines,
+// err on errors, the key/values beside), up to pflag's deprecation notices
+// of configuration flags, which kubelet too prints as plain text while
+// parsing its command line, before logging starts. Lines of client-go's
+// reflector and of Go's log package (net/http's TLS handshake errors) are
+// among them: every library's klog output goes to the same logger.
+func TestLoggingJSON(t *testing.T) {
+	e := startProcEnv(t, "--logging-format=json")
+	e.agent.waitLog(90*time.Second, `"msg":"fullagent running"`)
+	e.agent.waitLog(60*time.Second, `"msg":"Caches populated"`, `reflector.go:`)
+	// A connection closed before its TLS handshake: net/http logs it
+	// through Go's log package, which kubelet (and fullagent) route to klog.
+	conn, err := net.Dial("tcp", net.JoinHostPort(e.nodeIP, "10250"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	e.agent.waitLog(30*time.Second, `"msg":"http: TLS handshake error from `)
+
+	lines := strings.Split(strings.TrimRight(e.agent.logOfRun(), "\n"), "\n")[1:] // after the test's "=== run" line
+	var notices, parsed, withV, withErr int
+	for i, line := range lines {
+		if strings.HasPrefix(line, "Flag --") && strings.Contains(line, "has been deprecated") {
+			if parsed > 0 {
+				t.Errorf("line %d: a deprecation notice after logging started: %s", i, line)
+			}
+			notices++
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Errorf("line %d is not JSON: %v: %s", i, err, line)
+			continue
+		}
+		parsed++
+		_, isTS := m["ts"].(float64)
+		caller, _ := m["caller"].(string)
+		_, isMsg := m["msg"].(string)
+		if !isTS || !strings.Contains(caller, ".go:") || !isMsg {
+			t.Errorf("line %d lacks upstream's ts (epoch ms), caller (file.go:line) or msg: %s", i, line)
+		}
+		if v, ok := m["v"].(float64); ok {
+			withV++
+			if v > 2 {
+				t.Errorf("line %d has v=%v, above the agent's -v=2: %s", i, v, line)
+			}
+		}
+		if _, ok := m["err"]; ok {
+			withErr++
+		}
+	}
+	if parsed < 20 || withV == 0 {
+		t.Fatalf("%d JSON lines (%d with v, %d with err), %d notices: too few", parsed, withV, withErr, notices)
+	}
+	t.Logf("%d JSON lines, %d with v, %d with err; %d deprecation notices before them", parsed, withV, withErr, notices)
+}
