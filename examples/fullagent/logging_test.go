@@ -60,13 +60,16 @@ func TestConfigLogging(t *testing.T) {
 // it writes parses as upstream's JSON (ts, caller, msg, v on info lines,
 // err on errors, the key/values beside), up to pflag's deprecation notices
 // of configuration flags, which kubelet too prints as plain text while
-// parsing its command line, before logging starts. Lines of client-go's
-// reflector and of Go's log package (net/http's TLS handshake errors) are
-// among them: every library's klog output goes to the same logger.
+// parsing its command line, before logging starts. Lines of client-go
+// (its feature gates through klog's global functions, its reflector
+// through the contextual logger), of the CRI client and of Go's log
+// package (net/http's TLS handshake errors) are among them: every
+// library's klog output goes to the same logger. A line of Go's log
+// package has no caller (logs.KlogWriter's depth), as in kubelet.
 func TestLoggingJSON(t *testing.T) {
 	e := startProcEnv(t, "--logging-format=json")
 	e.agent.waitLog(90*time.Second, `"msg":"fullagent running"`)
-	e.agent.waitLog(60*time.Second, `"msg":"Caches populated"`, `reflector.go:`)
+	e.agent.waitLog(60*time.Second, `"caller":"cache/reflector.go:`, `"msg":"Caches populated"`)
 	// A connection closed before its TLS handshake: net/http logs it
 	// through Go's log package, which kubelet (and fullagent) route to klog.
 	conn, err := net.Dial("tcp", net.JoinHostPort(e.nodeIP, "10250"))
@@ -78,6 +81,7 @@ func TestLoggingJSON(t *testing.T) {
 
 	lines := strings.Split(strings.TrimRight(e.agent.logOfRun(), "\n"), "\n")[1:] // after the test's "=== run" line
 	var notices, parsed, withV, withErr int
+	callers := map[string]bool{}
 	for i, line := range lines {
 		if strings.HasPrefix(line, "Flag --") && strings.Contains(line, "has been deprecated") {
 			if parsed > 0 {
@@ -94,9 +98,14 @@ func TestLoggingJSON(t *testing.T) {
 		parsed++
 		_, isTS := m["ts"].(float64)
 		caller, _ := m["caller"].(string)
-		_, isMsg := m["msg"].(string)
-		if !isTS || !strings.Contains(caller, ".go:") || !isMsg {
-			t.Errorf("line %d lacks upstream's ts (epoch ms), caller (file.go:line) or msg: %s", i, line)
+		msg, isMsg := m["msg"].(string)
+		if file, _, ok := strings.Cut(caller, ".go:"); ok {
+			callers[file+".go"] = true
+		} else if !strings.HasPrefix(msg, "http: TLS handshake error") {
+			t.Errorf("line %d has no caller (file.go:line): %s", i, line)
+		}
+		if !isTS || !isMsg {
+			t.Errorf("line %d lacks upstream's ts (epoch ms) or msg: %s", i, line)
 		}
 		if v, ok := m["v"].(float64); ok {
 			withV++
@@ -106,6 +115,11 @@ func TestLoggingJSON(t *testing.T) {
 		}
 		if _, ok := m["err"]; ok {
 			withErr++
+		}
+	}
+	for _, want := range []string{"features/envvar.go", "cache/reflector.go", "pkg/remote_runtime.go", "fullagent/agent.go"} {
+		if !callers[want] {
+			t.Errorf("no line from %s; callers: %v", want, callers)
 		}
 	}
 	if parsed < 20 || withV == 0 {
