@@ -160,6 +160,7 @@ func TestTracing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("within 30s: syncPod spans of the pod %v; RunPodSandbox %q and CreateContainer %q under one of them; all spans:\n%v", syncs, sandbox.name, create.name, c.collected())
 	}
+	t.Logf("%d spans collected; %d syncPod spans of the pod; RunPodSandbox and CreateContainer under syncPod in trace %s", len(c.collected()), len(syncs), syncs[sandbox.parent].traceID)
 	s := syncs[sandbox.parent]
 	want := map[string]string{"k8s.pod.name": "traced", "k8s.namespace.name": "default", "k8s.pod": "default/traced", "k8s.pod.update_type": "create"}
 	for k, v := range want {
