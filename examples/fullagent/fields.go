@@ -222,7 +222,7 @@ func evictionFields() []configField {
 		refused("crashLoopBackOff.maxContainerRestartPeriod", "syncloop's back-off caps at 300s, the default"),
 		acted("reservedMemory", "memorymanager"),
 		acted("enableProfilingHandler", "server (/debug/pprof/, with the debugging handlers; false: 405)"),
-		acted("enableDebugFlagsHandler", "server, fullagent (PUT /debug/flags/v sets klog's -v, with the debugging handlers; false: 405)"),
+		acted("enableDebugFlagsHandler", "server, fullagent (PUT /debug/flags/v sets klog's -v and the logging format's, as upstream's logs.GlogSetter, with the debugging handlers; false: 405)"),
 		acted("seccompDefault", "criruntime (RuntimeDefault for containers without a profile)"),
 		refused("memoryThrottlingFactor", "no MemoryQoS"),
 		refused("memoryReservationPolicy", "None"),
