@@ -30,9 +30,9 @@ type otlpCollector struct {
 
 // collectedSpan is one exported span, its IDs in hex.
 type collectedSpan struct {
-	name                     string
+	name                    string
 	traceID, spanID, parent string
-	attrs, resource          map[string]string
+	attrs, resource         map[string]string
 }
 
 func (s collectedSpan) String() string {
