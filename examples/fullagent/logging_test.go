@@ -2,10 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodekit/nodekit/agenttest"
 )
 
 // The logging block and kubelet's logging flags reach the configuration
@@ -126,4 +132,67 @@ func TestLoggingJSON(t *testing.T) {
 		t.Fatalf("%d JSON lines (%d with v, %d with err), %d notices: too few", parsed, withV, withErr, notices)
 	}
 	t.Logf("%d JSON lines, %d with v, %d with err; %d deprecation notices before them", parsed, withV, withErr, notices)
+}
+
+// logging.options split streams, as upstream (LoggingAlphaOptions): info
+// lines go to stdout, errors to stderr, in json and in text. The agent
+// runs standalone on a runtime endpoint nothing answers: it logs that it
+// runs standalone (info), then fails (error).
+func TestLoggingSplitStream(t *testing.T) {
+	agenttest.SkipShort(t, "builds the fullagent binary")
+	bin := buildAgent(t)
+	for _, tc := range []struct {
+		format string
+		// info and isError tell an info line and an error line apart.
+		info, isError func(line string) bool
+	}{
+		{"json",
+			func(l string) bool { return strings.HasPrefix(l, "{") && strings.Contains(l, `"v":`) },
+			func(l string) bool { return strings.HasPrefix(l, "{") && !strings.Contains(l, `"v":`) }},
+		{"text",
+			func(l string) bool { return strings.HasPrefix(l, "I") },
+			func(l string) bool { return strings.HasPrefix(l, "E") }},
+	} {
+		t.Run(tc.format, func(t *testing.T) {
+			config, root := standaloneConfig(t, "authentication: {webhook: {enabled: false}}\nauthorization: {mode: AlwaysAllow}\n")
+			cmd := exec.CommandContext(t.Context(), bin, "--config="+config, "--root-dir="+root, "--hostname-override=n1",
+				"--feature-gates=LoggingAlphaOptions=true", "--logging-format="+tc.format, "--log-"+tc.format+"-split-stream")
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			cmd.Env = agentEnv(os.Environ(), t.TempDir())
+			var exit *exec.ExitError
+			if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("fullagent: %v, want exit status 1\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+			}
+			out, errs := nonEmptyLines(stdout.String()), nonEmptyLines(stderr.String())
+			for _, l := range out {
+				if !tc.info(l) {
+					t.Errorf("stdout has a line that is not an info line: %s", l)
+				}
+			}
+			var failed bool
+			for _, l := range errs {
+				if strings.HasPrefix(l, "Flag --") { // the command line's deprecation notices
+					continue
+				}
+				if !tc.isError(l) {
+					t.Errorf("stderr has a line that is not an error line: %s", l)
+				}
+				failed = failed || strings.Contains(l, "fullagent failed")
+			}
+			if !slices.ContainsFunc(out, func(l string) bool { return strings.Contains(l, "running standalone") }) || !failed {
+				t.Errorf("want the standalone info line on stdout and the failure on stderr\nstdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+func nonEmptyLines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
