@@ -59,6 +59,9 @@
 // create_container, pull_image, ...), and image pulls, sandbox runs and
 // container starts feed kubelet_image_pull_duration_seconds,
 // kubelet_started_pods_total and kubelet_started_containers_total.
+// With Config.TracerProvider every CRI call New's connections make is an
+// OpenTelemetry client span (cri-client's otelgrpc instrumentation, as
+// kubelet's), a child of the span in the call's context.
 //
 //	rt, err := criruntime.New(ctx, criruntime.Config{Endpoint: "unix:///run/containerd/containerd.sock"})
 //	res := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: actions})

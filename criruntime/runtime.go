@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	internalapi "k8s.io/cri-api/pkg/apis"
@@ -119,6 +120,12 @@ type Config struct {
 	// (kubelet_runtime_operations_*), image pulls, and sandbox and
 	// container starts. Nil discards them.
 	Metrics Metrics
+	// TracerProvider, when set, traces every CRI call New makes: a gRPC
+	// client span per call (runtime.v1.RuntimeService/RunPodSandbox,
+	// ...), a child of the span in the call's context, with the trace
+	// context sent to the runtime, as upstream's CRI client. Nil traces
+	// nothing and installs no interceptor. NewFromServices ignores it.
+	TracerProvider trace.TracerProvider
 }
 
 // Runtime is a nodekit.Runtime over a CRI endpoint. Its methods are safe for
@@ -161,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().
 		WithEndpoint(cfg.Endpoint).
 		WithConnectionTimeout(cfg.RequestTimeout).
-		WithTracerProvider(nil).
+		WithTracerProvider(cfg.TracerProvider).
 		Build(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("criruntime: connect to runtime endpoint %q: %w", cfg.Endpoint, err)
@@ -173,7 +180,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	is, err := remote.NewRemoteImageServiceBuilder().
 		WithEndpoint(ie).
 		WithConnectionTimeout(cfg.RequestTimeout).
-		WithTracerProvider(nil).
+		WithTracerProvider(cfg.TracerProvider).
 		Build(ctx)
 	if err != nil {
 		_ = rs.Close(ctx)

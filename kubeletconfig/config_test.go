@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
 )
 
 const header = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -142,6 +144,9 @@ func TestConfigValidate(t *testing.T) {
 		{"reserved", "kubeReserved: {cpu: lots}\n", "kubeReserved[cpu]"},
 		{"taint", "registerWithTaints: [{key: a, effect: Sometimes}]\n", "registerWithTaints[0].effect"},
 		{"logging", "logging: {format: xml}\n", "logging.format"},
+		{"logging options", "logging: {options: {text: {splitStream: true}}}\n", "logging.options.text.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled"},
+		{"tracing rate", "tracing: {samplingRatePerMillion: 1000001}\n", "tracing.samplingRatePerMillion"},
+		{"tracing endpoint", "tracing: {endpoint: 'http://collector:4317'}\n", "tracing.endpoint: Invalid value: \"http://collector:4317\": unsupported scheme: http"},
 		// Set, even to 0, idsPerPod is checked as kubelet does; only
 		// absent means the default.
 		{"idsPerPod zero", "userNamespaces: {idsPerPod: 0}\n", "userNamespaces.idsPerPod: Invalid value: 0: must not be less than 65536"},
@@ -172,6 +177,12 @@ func TestConfigValidate(t *testing.T) {
 	if err := Validate(c, g); err != nil {
 		t.Fatalf("the defaults do not validate: %v", err)
 	}
+	rate := int32(1000000)
+	c.Tracing = &tracingapi.TracingConfiguration{Endpoint: ptr.To("127.0.0.1:4317"), SamplingRatePerMillion: &rate}
+	if err := Validate(c, g); err != nil {
+		t.Fatalf("tracing: %v", err)
+	}
+	c.Tracing = nil
 	for _, n := range []int64{65536, 65536 * 4} {
 		c.UserNamespaces = &kubeletv1beta1.UserNamespaces{IDsPerPod: &n}
 		if err := Validate(c, g); err != nil {

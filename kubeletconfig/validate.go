@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	tracingapi "k8s.io/component-base/tracing/api/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/cpuset"
 )
@@ -362,6 +363,7 @@ func (v *validator) logs() {
 		v.invalid("podLogsDir", dir, "must contain ASCII characters only")
 	}
 	v.errs = append(v.errs, logsapi.Validate(&c.Logging, v.gates, field.NewPath("logging"))...)
+	v.errs = append(v.errs, tracingapi.ValidateTracingConfiguration(c.Tracing, v.gates, field.NewPath("tracing"))...)
 }
 
 // resources: reservations, taints, DNS and the runtime endpoint.

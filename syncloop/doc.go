@@ -46,6 +46,11 @@
 // fake clock without goroutines or sleeps (agenttest's stepped SimNode
 // does). HandleUpdate, SyncDue and Housekeeping are the finer steps.
 //
+// With Config.TracerProvider each pod worker step runs in upstream
+// kubelet's span (syncPod, syncTerminatingPod, syncTerminatedPod, with
+// the pod's UID, name and namespace), so the runtime calls of the step
+// are traced under it; without one nothing is traced.
+//
 // Optional capabilities of the parts it is given are named interfaces
 // found by type assertion: PodTerminator and OrphanStatusRemover of a
 // StatusManager, VolumeCleaner of a VolumeManager, ContainerRemover of a

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -98,6 +99,12 @@ type Config struct {
 	// each in turn (upstream: device plugins, then DRA). Empty: none is
 	// reported. A health change should wake the pod through ProbeUpdates.
 	ResourceHealth []ResourceHealth
+
+	// TracerProvider, when set, traces each pod worker step in a span
+	// named as upstream's (syncPod, syncTerminatingPod,
+	// syncTerminatedPod) carrying the pod's UID, name and namespace; the
+	// step's runtime calls run under it. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Loop is the main loop of a node agent.
@@ -178,6 +185,9 @@ func New(cfg Config) (*Loop, error) {
 		cfg.Pods = NewPodStore()
 	}
 	w := newWorkers(s, cfg.Cache, cfg.Clock, cfg.SyncPeriod, cfg.Metrics, cfg.InlineWorkers)
+	if cfg.TracerProvider != nil {
+		w.tracer = cfg.TracerProvider.Tracer(instrumentationScope)
+	}
 	return &Loop{
 		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,

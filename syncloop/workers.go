@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -139,6 +140,8 @@ type workers struct {
 	// inline workers start no goroutines: runPending runs their steps on
 	// the caller's goroutine (Config.InlineWorkers).
 	inline bool
+	// tracer opens a span per step (tracing.go); nil traces nothing.
+	tracer trace.Tracer
 
 	mu   sync.Mutex
 	pods map[types.UID]*worker
@@ -346,11 +349,16 @@ func advance(ran, now workerPhase, _ UpdateType) (workerPhase, bool) {
 	return ran, false
 }
 
-func (w *workers) step(ctx context.Context, phase workerPhase, u podUpdate, pod, mirror *v1.Pod, running *nodekit.Pod, grace *int64, since time.Time, logger klog.Logger) error {
+func (w *workers) step(ctx context.Context, phase workerPhase, u podUpdate, pod, mirror *v1.Pod, running *nodekit.Pod, grace *int64, since time.Time, logger klog.Logger) (err error) {
 	ctx = klog.NewContext(ctx, logger)
 	status, err := w.cachedStatus(ctx, pod.UID, since)
 	if err != nil {
 		return err
+	}
+	if w.tracer != nil {
+		var span trace.Span
+		ctx, span = startStepSpan(ctx, w.tracer, phase, u.Type, pod)
+		defer func() { endStepSpan(span, err) }()
 	}
 	switch phase {
 	case phaseSyncing:

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/tracing"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -100,17 +101,25 @@ type agent struct {
 	// InhibitDelayMaxSec must be at least this).
 	shutdownGrace time.Duration
 	apiInformer   informers.SharedInformerFactory
+	// tracer is the tracing block's provider (tracing.go), handed to the
+	// CRI runtime, the loop and the API clients; nil without tracing.
+	tracer tracing.TracerProvider
 }
 
 // newAgent builds the agent from the options and the loaded, validated
 // configuration (loadConfig) and its feature gates, in layers: the agent's
 // base (node name, metrics, API clients), the runtime side, the pod side
 // and the node side (layers.go). Each layer hands the next what it needs.
-func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, error) {
+func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (_ *agent, err error) {
 	a, recorder, err := newAgentBase(ctx, o, cfg, gates)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			a.stopTracing(ctx)
+		}
+	}()
 	cache, err := a.newRuntimeSide(ctx, o, recorder)
 	if err != nil {
 		return nil, err
@@ -145,6 +154,9 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 		return nil, nil, err
 	}
 	a := &agent{nodeName: nodeName, cfg: cfg, gates: gates, rootDir: o.rootDir, systemBus: o.systemBus}
+	if a.tracer, err = newTracerProvider(ctx, cfg.Tracing, nodeName); err != nil {
+		return nil, nil, err
+	}
 	declared, declaredAdmit, err := a.declaredFeatures()
 	if err != nil {
 		return nil, nil, err
@@ -181,6 +193,9 @@ func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, 
 	}
 	rc.UserAgent = "nodekit-fullagent/" + a.nodeName
 	rc.ContentType = cfg.ContentType
+	if a.tracer != nil {
+		rc.Wrap(tracing.WrapperFor(a.tracer)) // a client span per API request, as kubelet's
+	}
 	// Events get a client of their own, limited by eventRecordQPS
 	// and eventBurst, as kubelet's.
 	ec := rest.CopyConfig(rc)

@@ -98,6 +98,11 @@ func implementedGates() map[string]string {
 		// without the gates.
 		featureResourceHealthStatus:        "off: no allocatedResourcesStatus in container statuses and no DRA health streams",
 		featureResourceHealthStatusMessage: "off: allocatedResourcesStatus without the DRA drivers' health messages",
+		// The logging gates, honoured by component-base's logs as in
+		// kubelet (setupLogging).
+		"LoggingAlphaOptions": "on: logging.options split streams and info buffer sizes (component-base logs)",
+		"LoggingBetaOptions":  "off: logging.format json is refused (component-base logs)",
+		"ContextualLogging":   "off: klog.FromContext gives klog's global logger, as kubelet with the gate off",
 		// Off (the default), the generic PLEG relists alone every second.
 		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}

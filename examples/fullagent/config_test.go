@@ -59,7 +59,7 @@ func TestConfigRefused(t *testing.T) {
 		{"unknown nested field", "authentication:\n  x509:\n    clientCaFile: /ca\n", []string{`unknown field "authentication.x509.clientCaFile"`}},
 		{"invalid value", "imageGCHighThresholdPercent: 101\n", []string{"imageGCHighThresholdPercent"}},
 		{"refused unless default", "providerID: aws:///eu-west-1a/i-0123\n", []string{"providerID", "not supported by nodekit"}},
-		{"refused unless default, nested", "logging:\n  options:\n    text:\n      splitStream: true\n", []string{"logging.options.text.splitStream"}},
+		{"refused unless default, nested", "crashLoopBackOff:\n  maxContainerRestartPeriod: 100s\n", []string{"crashLoopBackOff.maxContainerRestartPeriod", "not supported by nodekit"}},
 		{"idsPerPod zero is not the default", "userNamespaces: {idsPerPod: 0}\n", []string{"userNamespaces.idsPerPod", "must not be less than 65536"}},
 		{"idsPerPod unaligned", "userNamespaces: {idsPerPod: 100000}\n", []string{"userNamespaces.idsPerPod", "must be a multiple of 65536"}},
 		{"refused unless default, two", "podsPerCore: 10\nkernelMemcgNotification: true\n", []string{"podsPerCore", "kernelMemcgNotification"}},

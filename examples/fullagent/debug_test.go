@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/server"
 )
 
 // enableContentionProfiling turns block profiling on only where upstream
@@ -34,36 +32,37 @@ func TestContentionProfiling(t *testing.T) {
 	}
 }
 
-// PUT /debug/flags/v's setter changes klog's -v, which the JSON logger
-// follows too, and answers as upstream.
+// PUT /debug/flags/v's setter (with enableDebugFlagsHandler on, the
+// default) is upstream's: it changes klog's -v and answers as upstream;
+// off, there is none.
 func TestSetKlogVerbosity(t *testing.T) {
-	t.Cleanup(func() { _, _ = setKlogVerbosity("0") })
-	if _, err := setKlogVerbosity("0"); err != nil {
+	on, off := &server.Config{}, &server.Config{}
+	if err := servingConfig(t.Context(), &kubeletv1beta1.KubeletConfiguration{}, on); err != nil {
 		t.Fatal(err)
 	}
-	var buf bytes.Buffer
-	json := funcr.NewJSON(func(obj string) { buf.WriteString(obj + "\n") }, funcr.Options{Verbosity: 1 << 30})
-	logger := logr.New(klogVerbositySink{json.GetSink()}).WithName("n").WithValues("k", "v")
-	logger.V(3).Info("hidden")
-	if klog.V(3).Enabled() || buf.Len() != 0 {
-		t.Fatalf("at -v=0: klog V(3) %v, JSON %q", klog.V(3).Enabled(), buf.String())
+	if err := servingConfig(t.Context(), &kubeletv1beta1.KubeletConfiguration{EnableDebugFlagsHandler: ptr.To(false)}, off); err != nil {
+		t.Fatal(err)
 	}
-
-	got, err := setKlogVerbosity("3")
+	if on.SetVerbosity == nil || off.SetVerbosity != nil {
+		t.Fatalf("SetVerbosity set: default %v, enableDebugFlagsHandler false %v; want true, false", on.SetVerbosity != nil, off.SetVerbosity != nil)
+	}
+	set := on.SetVerbosity
+	t.Cleanup(func() { _, _ = set("0") })
+	if _, err := set("0"); err != nil {
+		t.Fatal(err)
+	}
+	if klog.V(3).Enabled() {
+		t.Fatal("at -v=0: klog V(3) enabled")
+	}
+	got, err := set("3")
 	if err != nil || got != "successfully set klog.logging.verbosity to 3" {
 		t.Fatalf("set 3: %q, %v", got, err)
 	}
 	if !klog.V(3).Enabled() || klog.V(4).Enabled() {
 		t.Fatalf("after set 3: V(3) %v, V(4) %v", klog.V(3).Enabled(), klog.V(4).Enabled())
 	}
-	logger.V(3).Info("shown")
-	logger.V(4).Info("still hidden")
-	if out := buf.String(); !strings.Contains(out, `"msg":"shown"`) || strings.Contains(out, "hidden") {
-		t.Fatalf("JSON after set 3: %q", out)
-	}
-
 	for _, bad := range []string{"x", "-1", "3\n", ""} {
-		if _, err := setKlogVerbosity(bad); err == nil {
+		if _, err := set(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -45,7 +45,8 @@ type options struct {
 	// (the system bus). Tests running agents in-process set one of their
 	// own, so no agent of theirs reaches the host's systemd or logind.
 	systemBus string
-	// fullagent-only.
+	// fullagent-only. logJSON is --log-json, an alias of
+	// --logging-format=json.
 	logJSON       bool
 	podCheckpoint bool
 	version       bool
@@ -134,7 +135,7 @@ func (o *options) applyConfigFlags(cfg *kubeletv1beta1.KubeletConfiguration) err
 	if !fs.Changed("log-json-split-stream") {
 		cfg.Logging.Options.JSON.SplitStream = js
 	}
-	return nil
+	return applyLogJSON(fs, o.logJSON, cfg)
 }
 
 // checkRefusedFlags is the start-up error for kubelet flags nodekit does
@@ -186,7 +187,7 @@ func (o *options) bindNodeFlags(fs *pflag.FlagSet) {
 // bindAgentFlags binds fullagent's own flags.
 func (o *options) bindAgentFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.containerGCPeriod, "container-gc-period", time.Minute, "how often dead containers are garbage collected (fullagent's; fixed at 1m in kubelet)")
-	fs.BoolVar(&o.logJSON, "log-json", false, "write logs as JSON lines (fullagent's)")
+	fs.BoolVar(&o.logJSON, "log-json", false, "an alias of --logging-format=json (fullagent's, kept for older command lines)")
 	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
 		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+
 		"when it answers, pods deleted meanwhile are stopped. A corrupt checkpoint is reported and ignored (fullagent's)")

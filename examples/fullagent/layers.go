@@ -73,7 +73,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
 		DisableCPUCFSQuota: !*cfg.CPUCFSQuota, Metrics: a.metrics, Credentials: creds,
-		PullRecords: records,
+		PullRecords: records, TracerProvider: a.tracer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("container runtime: %w", err)
@@ -377,6 +377,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		Metrics:          a.metrics,
 		Resizer:          a.resizer,
 		ResourceHealth:   resourceHealth(a.gates, a.devices, a.dra),
+		TracerProvider:   a.tracer,
 	})
 	return h, err
 }

@@ -14,18 +14,21 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"syscall"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric/noop"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // logging.format: json, as kubelet
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
@@ -34,6 +37,10 @@ import (
 const kubeletVersion = "v1.37.2"
 
 func main() {
+	// As kubelet: no OpenTelemetry metrics are used, and the default
+	// global meter provider would keep every instrument the gRPC
+	// instrumentation of traced CRI connections makes.
+	otel.SetMeterProvider(noop.NewMeterProvider())
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if isHelp(err) {
 		os.Exit(0)
@@ -61,9 +68,10 @@ func main() {
 		klog.Flush()
 		os.Exit(1)
 	}
-	logger, err := setupLogging(cfg.Logging, o.logJSON)
+	logger, err := setupLogging(&cfg.Logging, gates)
 	if err != nil {
 		klog.Background().Error(err, "fullagent: logging")
+		klog.Flush()
 		os.Exit(1)
 	}
 	ctx = klog.NewContext(ctx, logger)
@@ -79,27 +87,23 @@ func main() {
 		os.Exit(1)
 	}
 	logger.Info("fullagent stopped; containers keep running")
+	klog.Flush()
 }
 
-// setupLogging applies logging.verbosity, logging.vmodule and
-// logging.flushFrequency (or -v, --vmodule, --log-flush-frequency) to
-// klog, the process's logger, and returns klog's text logger or, with
-// --log-json, JSON lines on stderr at klog's verbosity.
-func setupLogging(c logsapi.LoggingConfiguration, jsonLines bool) (logr.Logger, error) {
-	kfs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(kfs)
-	if err := kfs.Set("v", strconv.Itoa(int(c.Verbosity))); err != nil {
-		return logr.Logger{}, fmt.Errorf("logging.verbosity: %w", err)
+// setupLogging applies the logging block (format, flushFrequency,
+// verbosity, vmodule, options; their flags already merged in) to the
+// process's klog through component-base's logs, as kubelet does: the
+// format's logger (text, or json: upstream's JSON schema) becomes klog's,
+// so the agent and every library logging through klog (client-go) write
+// the same lines. It changes global state and may be applied once per
+// process: only main calls it; agents run in-process by tests log
+// through the test's klog.
+func setupLogging(c *logsapi.LoggingConfiguration, gates featuregate.FeatureGate) (logr.Logger, error) {
+	logs.InitLogs()
+	if err := logsapi.ValidateAndApplyAsField(c, gates, field.NewPath("logging")); err != nil {
+		return logr.Logger{}, fmt.Errorf("initialize logging: %w", err)
 	}
-	if vm := logsapi.VModuleConfigurationPflag(&c.VModule).String(); vm != "" {
-		if err := kfs.Set("vmodule", vm); err != nil {
-			return logr.Logger{}, fmt.Errorf("logging.vmodule: %w", err)
-		}
-	}
-	if d := c.FlushFrequency.Duration.Duration; d > 0 {
-		klog.StartFlushDaemon(d)
-	}
-	return newLogger(jsonLines), nil
+	return klog.Background(), nil
 }
 
 // setOpenFiles raises the open-files limit to maxOpenFiles, as kubelet:
@@ -130,5 +134,6 @@ func runWith(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfigu
 	if err != nil {
 		return err
 	}
+	defer a.stopTracing(ctx) // the spans of the last steps are sent
 	return a.run(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"k8s.io/component-base/logs"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
@@ -39,10 +40,10 @@ func servingConfig(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 	sc.DisableDebuggingHandlers = cfg.EnableDebuggingHandlers != nil && !*cfg.EnableDebuggingHandlers
 	// /debug/pprof/ and /debug/flags/v (both on by default, and only with
 	// the debugging handlers, as upstream); the verbosity PUT sets klog's
-	// -v.
+	// -v and the logging format's own, as upstream's (logs.GlogSetter).
 	sc.DisableProfilingHandler = cfg.EnableProfilingHandler != nil && !*cfg.EnableProfilingHandler
 	if cfg.EnableDebugFlagsHandler == nil || *cfg.EnableDebugFlagsHandler {
-		sc.SetVerbosity = setKlogVerbosity
+		sc.SetVerbosity = logs.GlogSetter
 	}
 	// /logs/ serves /var/log, as upstream's default (with the debugging
 	// handlers); the node log query (?query=) is not built.
