@@ -86,11 +86,19 @@ func (pc *podCgroups) start(ctx context.Context) error {
 }
 
 // sandbox puts the pod's cgroup, created now, into its sandbox options.
-func (pc *podCgroups) sandbox(next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
+// As upstream's SyncPod, a pod whose cgroup does not exist yet first has
+// the QoS tiers sized to the active pods (active, which include it), so
+// the burstable tier's shares count a new burstable pod before it runs.
+func (pc *podCgroups) sandbox(active func() []*v1.Pod, next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
 	return func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error) {
 		o, err := next(ctx, pod)
 		if err != nil || pc.m == nil {
 			return o, err
+		}
+		if ok, err := pc.m.PodCgroupExists(ctx, pod); err == nil && !ok {
+			if err := pc.m.UpdateQOS(ctx, active()); err != nil {
+				klog.FromContext(ctx).V(2).Info("Failed to update QoS cgroups while syncing pod", "pod", klog.KObj(pod), "err", err)
+			}
 		}
 		parent, err := pc.m.EnsurePod(ctx, pod)
 		if err != nil {
@@ -174,6 +182,10 @@ func (pc *podCgroups) run(ctx context.Context, pods cgroupPods) error {
 		}
 	}
 }
+
+// activePods are the pods the QoS tiers are sized to: the loop's active
+// pods (read when called: the loop is built after the hooks).
+func (a *agent) activePods() []*v1.Pod { return a.loop.ActivePods() }
 
 // keep implements cgroupPods for the agent.
 func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {
