@@ -41,6 +41,13 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		v1.ResourceCPU:    *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
 	}
+	// As upstream's internal capacity: kubepods' pids.max is the node's
+	// task limit (less the pid reservations); none when it cannot be read.
+	if n, err := cgroupmgr.MaxPIDs("/proc/sys"); err == nil {
+		capacity[cgroupmgr.ResourcePID] = *resource.NewQuantity(n, resource.DecimalSI)
+	} else {
+		klog.FromContext(ctx).V(2).Info("No pid capacity for kubepods", "err", err)
+	}
 	list := func(in map[string]string) v1.ResourceList {
 		out := v1.ResourceList{}
 		for k, v := range in {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -139,6 +141,29 @@ func (v *sdView) state(unit string) string {
 	return fmt.Sprint(p.Value.Value())
 }
 
+// maxPIDs is the smaller of kernel.pid_max and kernel.threads-max as a
+// process in systemd's namespaces reads them (pid_max is per PID
+// namespace on newer kernels).
+func (v *sdView) maxPIDs() string {
+	v.t.Helper()
+	enter, err := v.sd.Enter()
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	out, err := exec.Command(enter[0], append(enter[1:], "sh", "-c", "cat /proc/sys/kernel/pid_max /proc/sys/kernel/threads-max")...).Output()
+	if err != nil {
+		v.t.Fatalf("read pid_max: %v", err)
+	}
+	var least int64 = -1
+	for _, f := range strings.Fields(string(out)) {
+		var n int64
+		if _, err := fmt.Sscan(f, &n); err == nil && (least < 0 || n < least) {
+			least = n
+		}
+	}
+	return fmt.Sprint(least)
+}
+
 // slice is what both agents are compared on for one slice: its unit
 // state and properties, and the cgroup files the limits are in.
 func (v *sdView) slice(path string) map[string]string {
@@ -243,6 +268,14 @@ func runSDPods(t *testing.T, v *sdView, e *env, node string) sdRun {
 	}
 	for _, s := range []string{"/kubepods.slice", "/kubepods.slice/kubepods-burstable.slice", "/kubepods.slice/kubepods-besteffort.slice"} {
 		run[filepath.Base(s)] = v.slice(s)
+	}
+	// kubepods: the node's CPUs, and its task limit as the agent (in the
+	// PID namespace) reads it: the smaller of pid_max and threads-max.
+	if got, want := run["kubepods.slice"]["cpu.shares"], fmt.Sprint(runtime.NumCPU()*1024); got != want {
+		t.Errorf("%s: kubepods.slice cpu.shares = %s, want %s", node, got, want)
+	}
+	if got, want := run["kubepods.slice"]["TasksMax"], v.maxPIDs(); got != want {
+		t.Errorf("%s: kubepods.slice TasksMax = %s, want %s (min of pid_max and threads-max)", node, got, want)
 	}
 	if got := run["kubepods-besteffort.slice"]["cpu.shares"]; got != "2" {
 		t.Errorf("%s: kubepods-besteffort.slice cpu.shares = %s, want 2", node, got)
@@ -390,6 +423,7 @@ func TestSystemdCgroupDriverPods(t *testing.T) {
 	k.wrap = enter
 	k.start()
 	t.Cleanup(func() { stopWrappedAgent(t, k) })
+	k.waitLog(60*time.Second, "Using cgroup driver setting received from the CRI runtime", `cgroupDriver="systemd"`)
 	theirs := runSDPods(t, v, e.env, node)
 	for _, key := range []string{"kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice", "guaranteed", "burstable", "besteffort"} {
 		for prop, want := range theirs[key] {
