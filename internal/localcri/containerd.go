@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -225,7 +226,8 @@ func spawn(l layout, bins binaries, st instanceState, detach bool) (int, <-chan 
 	if err != nil {
 		return 0, nil, fmt.Errorf("open containerd log: %w", err)
 	}
-	cmd := st.command(context.Background(), bins.containerd, "--config", l.config, "--log-level", "info")
+	argv := st.argv(bins.containerd, "--config", l.config, "--log-level", "info")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = l.dir
 	cmd.Env = childEnv(bins)
 	if st.Bus != "" {

@@ -50,14 +50,16 @@ func validateSystemd(s *Systemd) error {
 	return nil
 }
 
-// command is exec.Command(name, args...), through the instance's Enter
-// prefix when it runs under a systemd of its own.
+// argv is the command line of name and args, behind the instance's
+// Enter prefix when it runs under a systemd of its own.
+func (s instanceState) argv(name string, args ...string) []string {
+	return append(append(append([]string{}, s.Enter...), name), args...)
+}
+
+// command is exec.CommandContext of argv.
 func (s instanceState) command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	if len(s.Enter) == 0 {
-		return exec.CommandContext(ctx, name, args...)
-	}
-	all := append(append(append([]string{}, s.Enter[1:]...), name), args...)
-	return exec.CommandContext(ctx, s.Enter[0], all...)
+	a := s.argv(name, args...)
+	return exec.CommandContext(ctx, a[0], a[1:]...)
 }
 
 // enteredChild waits for the process the Enter command (pid) forks into
