@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/nodekit/nodekit/agenttest"
-	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/internal/localsystemd"
 )
@@ -313,8 +312,6 @@ func contains(list []string, s string) bool {
 // cleanup is registered first).
 func startSDSystemd(t *testing.T) (*localsystemd.Systemd, []string) {
 	t.Helper()
-	agenttest.SkipShort(t, "pods on a private systemd")
-	itest.Require(t, "private systemd", localsystemd.Available())
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
 		// The slices' files are read from the v1 hierarchies.
 		agenttest.RequireIntegration(t, "cgroup v1 memory hierarchy", err)
@@ -323,24 +320,15 @@ func startSDSystemd(t *testing.T) (*localsystemd.Systemd, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sd, err := localsystemd.Start(t.Context(), localsystemd.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Registered before StartSystemd's, so it runs after systemd stopped:
+	// nothing of its namespace is mounted on the host.
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("systemd console:\n%s", tail(sd.ConsoleLog, 40))
-		}
-		if err := sd.Stop(context.WithoutCancel(t.Context())); err != nil {
-			t.Errorf("stop systemd: %v", err)
-		}
-		// Nothing the runtime or the agents mounted in its namespace is
-		// left on the host.
 		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil && strings.Contains(string(b), dir) {
 			t.Errorf("mounts below %s left after systemd stopped", dir)
 		}
+		_ = os.RemoveAll(dir)
 	})
+	sd := agenttest.StartSystemd(t, localsystemd.Config{Dir: dir})
 	enter, err := sd.Enter()
 	if err != nil {
 		t.Fatal(err)
