@@ -47,6 +47,14 @@ func WithContainerdVersion(version string) ContainerdOption {
 	return func(c *localcri.Config) { c.Version = version }
 }
 
+// WithSystemd runs containerd in the namespaces of a private systemd
+// with runc's systemd cgroup driver (localcri.Systemd): enter is the
+// command prefix that enters them (localsystemd's Enter), bus that
+// systemd's system bus address.
+func WithSystemd(enter []string, bus string) ContainerdOption {
+	return func(c *localcri.Config) { c.Systemd = &localcri.Systemd{Enter: enter, Bus: bus} }
+}
+
 // ContainerdVersion is the containerd version StartContainerd runs when the
 // test does not choose: $NODEKIT_CONTAINERD, else ContainerdVersion16. An
 // invalid value is an error naming the variable.

@@ -41,9 +41,10 @@
 // kubepods-burstable-pod<UID>.slice"; containerd's systemd mode takes its
 // last element as the parent slice of the pod's scopes). It is tested
 // against a real systemd 252 on cgroup v1 (the hybrid layout), with runc's
-// systemd driver putting a container in a scope of a pod's slice; the v2
-// properties are unit-tested only (this machine's cgroup2 mount has no
-// controllers).
+// systemd driver putting a container in a scope of a pod's slice, and end
+// to end in examples/fullagent (containerd with SystemdCgroup, the slices
+// compared with kubelet v1.37.2's); the v2 properties are unit-tested
+// only (this machine's cgroup2 mount has no controllers).
 //
 // It speaks D-Bus through github.com/coreos/go-systemd/v22/dbus rather
 // than opencontainers/cgroups' systemd manager, which upstream wraps: that

@@ -83,6 +83,27 @@ var (
 	neededV2 = []string{"cpu", "cpuset", "memory", "pids", "hugetlb"}
 )
 
+// cgroupMountsIn returns the entries of root that are cgroup (or
+// cgroup2) mounts, by their resolved paths. When there are any, only
+// they are hierarchies: a systemd run in a container mounts a tmpfs of
+// the layout it expects, with directories for controllers the kernel
+// mounts otherwise (cpu,cpuacct where cpu and cpuacct are apart, hugetlb
+// where it is not mounted), and nothing is mounted on those. A tree
+// without any (a test's plain directories) is taken as it is.
+func cgroupMountsIn(root string, entries []os.DirEntry) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range entries {
+		real, err := filepath.EvalSymlinks(filepath.Join(root, e.Name()))
+		if err != nil {
+			continue
+		}
+		if magic, err := fsMagic(real); err == nil && (magic == unix.CGROUP_SUPER_MAGIC || magic == unix.CGROUP2_SUPER_MAGIC) {
+			out[real] = true
+		}
+	}
+	return out
+}
+
 // newFSDriver discovers the hierarchies under root. version
 // VersionUnknown detects it. On v1 every directory (or link to one) under
 // root is a hierarchy named after its controllers ("cpu,cpuacct",
@@ -104,12 +125,16 @@ func newFSDriver(root string, version Version, kill func(int) error, clk clock.C
 			return nil, fmt.Errorf("cgroupmgr: list cgroup v1 hierarchies: %w", err)
 		}
 		seen := map[string]bool{}
+		mounted := cgroupMountsIn(root, entries)
 		for _, e := range entries {
 			real, err := filepath.EvalSymlinks(filepath.Join(root, e.Name()))
 			if err != nil || seen[real] {
 				continue
 			}
 			if fi, err := os.Stat(real); err != nil || !fi.IsDir() {
+				continue
+			}
+			if len(mounted) > 0 && !mounted[real] {
 				continue
 			}
 			seen[real] = true

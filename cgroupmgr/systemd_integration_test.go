@@ -24,28 +24,7 @@ import (
 // (internal/localsystemd) and stops it at cleanup.
 func privateSystemd(t *testing.T) *localsystemd.Systemd {
 	t.Helper()
-	agenttest.SkipShort(t, "private systemd")
-	agenttest.RequireIntegration(t, "private systemd", localsystemd.Available())
-	dir, err := os.MkdirTemp("", "nksd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	_, ctx := ktesting.NewTestContext(t)
-	sd, err := localsystemd.Start(ctx, localsystemd.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(sd.ConsoleLog)
-			t.Logf("systemd console:\n%s", b)
-		}
-		if err := sd.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Errorf("stop systemd: %v", err)
-		}
-	})
-	return sd
+	return agenttest.StartSystemd(t, localsystemd.Config{})
 }
 
 // unitProp reads one property of a slice from systemd.

@@ -2,7 +2,8 @@
 # Installs the Debian packages nodekit's local node environment needs:
 # containerd, runc, the CNI plugins, busybox (static, for the test images),
 # umoci, iptables and etcd, the tools the local agnhost image copies
-# from the machine (curl, netcat-openbsd), and libseccomp-dev and
+# from the machine (curl, netcat-openbsd), systemd and dbus-daemon for
+# the tests' private systemd, and libseccomp-dev and
 # pkg-config for the runc that hack/build-containerd2.sh builds.
 # Idempotent: does nothing when all are present.
 set -euo pipefail
@@ -21,6 +22,12 @@ have ip || need+=(iproute2)
 # Copied into the local agnhost image, as upstream's carries them.
 have curl || need+=(curl)
 [ -x /bin/nc.openbsd ] || need+=(netcat-openbsd)
+# The private systemd the systemd cgroup driver's and logind's tests run
+# (internal/localsystemd): systemd (with logind and busctl), its system
+# bus, and nsenter (util-linux) to enter its namespaces.
+[ -x /lib/systemd/systemd ] && [ -x /lib/systemd/systemd-logind ] || need+=(systemd)
+have dbus-daemon || need+=(dbus-daemon)
+have nsenter || need+=(util-linux)
 # runc for containerd 2 (hack/build-containerd2.sh) builds with seccomp.
 have pkg-config || need+=(pkg-config)
 [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)

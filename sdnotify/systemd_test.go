@@ -13,7 +13,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/nodekit/nodekit/internal/itest"
+	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/internal/localsystemd"
 )
 
@@ -102,22 +102,7 @@ func unitProp(t *testing.T, conn *sddbus.Conn, unit, name string) string {
 // later, and one whose health check fails is killed by systemd for the
 // watchdog.
 func TestNotifyServiceRealSystemd(t *testing.T) {
-	itest.Short(t, "private systemd")
-	itest.Require(t, "private systemd", localsystemd.Available())
-	dir, err := os.MkdirTemp("", "nksd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sd, err := localsystemd.Start(t.Context(), localsystemd.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := sd.Stop(context.WithoutCancel(t.Context())); err != nil {
-			t.Error(err)
-		}
-	})
+	sd := agenttest.StartSystemd(t, localsystemd.Config{})
 	conn, err := sddbus.NewConnection(func() (*dbus.Conn, error) { return sd.Dial(context.WithoutCancel(t.Context())) })
 	if err != nil {
 		t.Fatal(err)

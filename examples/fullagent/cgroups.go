@@ -41,6 +41,13 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		v1.ResourceCPU:    *resource.NewQuantity(int64(m.NumCores), resource.DecimalSI),
 		v1.ResourceMemory: *resource.NewQuantity(int64(m.MemoryBytes), resource.BinarySI),
 	}
+	// As upstream's internal capacity: kubepods' pids.max is the node's
+	// task limit (less the pid reservations); none when it cannot be read.
+	if n, err := cgroupmgr.MaxPIDs("/proc/sys"); err == nil {
+		capacity[cgroupmgr.ResourcePID] = *resource.NewQuantity(n, resource.DecimalSI)
+	} else {
+		klog.FromContext(ctx).V(2).Info("No pid capacity for kubepods", "err", err)
+	}
 	list := func(in map[string]string) v1.ResourceList {
 		out := v1.ResourceList{}
 		for k, v := range in {
@@ -86,11 +93,19 @@ func (pc *podCgroups) start(ctx context.Context) error {
 }
 
 // sandbox puts the pod's cgroup, created now, into its sandbox options.
-func (pc *podCgroups) sandbox(next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
+// As upstream's SyncPod, a pod whose cgroup does not exist yet first has
+// the QoS tiers sized to the active pods (active, which include it), so
+// the burstable tier's shares count a new burstable pod before it runs.
+func (pc *podCgroups) sandbox(active func() []*v1.Pod, next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
 	return func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error) {
 		o, err := next(ctx, pod)
 		if err != nil || pc.m == nil {
 			return o, err
+		}
+		if ok, err := pc.m.PodCgroupExists(ctx, pod); err == nil && !ok {
+			if err := pc.m.UpdateQOS(ctx, active()); err != nil {
+				klog.FromContext(ctx).V(2).Info("Failed to update QoS cgroups while syncing pod", "pod", klog.KObj(pod), "err", err)
+			}
 		}
 		parent, err := pc.m.EnsurePod(ctx, pod)
 		if err != nil {
@@ -174,6 +189,10 @@ func (pc *podCgroups) run(ctx context.Context, pods cgroupPods) error {
 		}
 	}
 }
+
+// activePods are the pods the QoS tiers are sized to: the loop's active
+// pods (read when called: the loop is built after the hooks).
+func (a *agent) activePods() []*v1.Pod { return a.loop.ActivePods() }
 
 // keep implements cgroupPods for the agent.
 func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {

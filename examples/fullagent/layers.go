@@ -369,7 +369,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		DynamicResources: draSync(a.dra),
 		Recorder:         recorder,
 		Options:          a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
-		Sandbox:          a.cgroups.sandbox(a.classes.sandbox(builder.Sandbox)),
+		Sandbox:          a.cgroups.sandbox(a.activePods, a.classes.sandbox(builder.Sandbox)),
 		ContainerHash:    criruntime.HashContainer,
 		RootDir:          o.rootDir,
 		NodeIPs:          h.nodeIPs,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/agenttest"
-	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/localsystemd"
 	"github.com/nodekit/nodekit/shutdown"
 )
@@ -30,18 +28,8 @@ import (
 // logind reports the (empty) shutdown over, the agent holds a lock again.
 // graceful_node_shutdown_state and the two gauges have its start and end.
 func TestNodeShutdownLogind(t *testing.T) {
-	agenttest.SkipShort(t, "the agent on a private systemd-logind")
-	itest.Require(t, "private systemd-logind", localsystemd.Available())
-	dir, err := os.MkdirTemp("", "nkfl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sd, err := localsystemd.Start(t.Context(), localsystemd.Config{Dir: dir, Logind: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sd.Stop(context.WithoutCancel(t.Context())) })
+	sd := agenttest.StartSystemd(t, localsystemd.Config{Logind: true})
+	dir := filepath.Dir(sd.RunDir)
 	conn, err := sd.Dial(t.Context())
 	if err != nil {
 		t.Fatal(err)

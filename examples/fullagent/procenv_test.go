@@ -60,13 +60,15 @@ func startProcEnvWrapped(t *testing.T, extraConfig string, wrap []string, extraA
 
 // procEnvOptions are startProcEnvOpts's: extra KubeletConfiguration lines
 // ("@CAFILE@" for the CA file), a wrapper command, extra agent flags, and
-// options of the control plane (controllers) and containerd (version).
+// options of the control plane (controllers) and containerd (version),
+// and the cgroupRoot ("" is a cgroup root of the test's own).
 type procEnvOptions struct {
-	config string
-	wrap   []string
-	args   []string
-	cp     []agenttest.ControlPlaneOption
-	cri    []agenttest.ContainerdOption
+	cgroupRoot string
+	config     string
+	wrap       []string
+	args       []string
+	cp         []agenttest.ControlPlaneOption
+	cri        []agenttest.ContainerdOption
 }
 
 func startProcEnvOpts(t *testing.T, o procEnvOptions) *procEnv {
@@ -86,10 +88,14 @@ func startProcEnvOpts(t *testing.T, o procEnvOptions) *procEnv {
 		}
 	})
 	config := filepath.Join(dir, "config.yaml")
+	cgroupRoot := o.cgroupRoot
+	if cgroupRoot == "" {
+		cgroupRoot = agenttest.CgroupRoot(t)
+	}
 	// The node API listens on the test's own bridge address, not on :10250
 	// of every interface, so tests (and a local agent) do not clash.
 	writeFile(t, config, fmt.Sprintf("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\npodLogsDir: %s\naddress: %s\ncgroupRoot: %s\n",
-		filepath.Join(dir, "logs"), cri.Gateway, agenttest.CgroupRoot(t))+strings.ReplaceAll(extraConfig, "@CAFILE@", cp.CAFile))
+		filepath.Join(dir, "logs"), cri.Gateway, cgroupRoot)+strings.ReplaceAll(extraConfig, "@CAFILE@", cp.CAFile))
 	e := &procEnv{
 		env:  &env{client: client, cri: cri, nodeIP: cri.Gateway.String()},
 		cp:   cp,

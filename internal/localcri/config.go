@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	// BuildConformanceImages). The nonewprivs program is compiled with
 	// the go command on the PATH.
 	ConformanceImages bool
+	// Systemd, when set, runs containerd in the namespaces of a systemd
+	// of the caller's own with runc's systemd cgroup driver (see
+	// Systemd). Nil: the cgroupfs driver, on the host.
+	Systemd *Systemd
 }
 
 // layout is every path of one instance.
@@ -248,11 +253,12 @@ func disabledPlugins() []string {
 }
 
 // containerdConfig renders the instance's config.toml for its version.
-func containerdConfig(version string, l layout, b binaries) ([]byte, error) {
+func containerdConfig(version string, l layout, b binaries, systemdCgroup bool) ([]byte, error) {
 	q, err := configValues(version, l, b)
 	if err != nil {
 		return nil, err
 	}
+	q["systemdCgroup"] = strconv.FormatBool(systemdCgroup)
 	if version == Containerd2 {
 		return containerd2Config(q), nil
 	}
@@ -308,7 +314,7 @@ func containerd16Config(q map[string]string) []byte {
 	w("      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]")
 	w("        runtime_type = \"io.containerd.runc.v2\"")
 	w("        [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]")
-	w("          SystemdCgroup = false")
+	w("          SystemdCgroup = %s", q["systemdCgroup"])
 	w("          BinaryName = %s", q["runc"])
 	w("          Root = %s", q["runcRoot"])
 	w("    [plugins.\"io.containerd.grpc.v1.cri\".registry]")

@@ -72,6 +72,10 @@ type instanceState struct {
 	// Version and BinDir find the binaries again for Restart.
 	Version string `json:"version,omitempty"`
 	BinDir  string `json:"binDir,omitempty"`
+	// Enter and Bus are Config.Systemd's: containerd runs under Enter (PID
+	// is then containerd's, not Enter's), with Bus as its system bus.
+	Enter []string `json:"enter,omitempty"`
+	Bus   string   `json:"bus,omitempty"`
 }
 
 func (s instanceState) network() podNetwork {
@@ -104,6 +108,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 	if err := validateMirrors(cfg.Mirrors); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	if err := validateSystemd(cfg.Systemd); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 	binDir := resolveBinDir(cfg.BinDir)
@@ -147,6 +154,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String(),
 			Version: version, BinDir: binDir},
 	}
+	if cfg.Systemd != nil {
+		c.st.Enter, c.st.Bus = cfg.Systemd.Enter, cfg.Systemd.Bus
+	}
 	fail := func(err error) (*Containerd, error) {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
@@ -168,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
-	conf, err := containerdConfig(version, l, bins)
+	conf, err := containerdConfig(version, l, bins, cfg.Systemd != nil)
 	if err != nil {
 		return fail(fmt.Errorf("containerd config: %w", err))
 	}
@@ -177,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	}
 
 	t0 = time.Now()
-	pid, done, err := spawn(l, bins, cfg.Detach)
+	pid, done, err := spawn(l, bins, c.st, cfg.Detach)
 	if err != nil {
 		return fail(err)
 	}
@@ -205,18 +215,24 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	return c, nil
 }
 
-// spawn starts containerd. Without detach it runs in its own process group
-// and gets SIGTERM if the caller dies; with detach it runs in its own
-// session and outlives the caller. The returned channel is closed once the
-// process has exited (and was reaped).
-func spawn(l layout, bins binaries, detach bool) (int, <-chan struct{}, error) {
+// spawn starts containerd (under st.Enter, if set, returning the pid of
+// the containerd it forks). Without detach it runs in its own process
+// group and gets SIGTERM if the caller dies; with detach it runs in its
+// own session and outlives the caller. The returned channel is closed
+// once the process started (containerd or Enter) has exited and was
+// reaped.
+func spawn(l layout, bins binaries, st instanceState, detach bool) (int, <-chan struct{}, error) {
 	logFile, err := os.OpenFile(l.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return 0, nil, fmt.Errorf("open containerd log: %w", err)
 	}
-	cmd := exec.Command(bins.containerd, "--config", l.config, "--log-level", "info")
+	argv := st.argv(bins.containerd, "--config", l.config, "--log-level", "info")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = l.dir
 	cmd.Env = childEnv(bins)
+	if st.Bus != "" {
+		cmd.Env = append(cmd.Env, systemdBusEnv+"="+st.Bus)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if detach {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -245,6 +261,15 @@ func spawn(l layout, bins binaries, detach bool) (int, <-chan struct{}, error) {
 	}()
 	if err := <-started; err != nil {
 		return 0, nil, fmt.Errorf("run %s: %w", bins.containerd, err)
+	}
+	if len(st.Enter) > 0 {
+		pid, err := enteredChild(cmd.Process.Pid, l.config, done)
+		if err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+			return 0, nil, fmt.Errorf("run %s under %v: %w; log: %s", bins.containerd, st.Enter, err, logTail(l.logFile))
+		}
+		return pid, done, nil
 	}
 	return cmd.Process.Pid, done, nil
 }

@@ -135,7 +135,7 @@ func containerd2Config(q map[string]string) []byte {
 	w("      [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc]")
 	w("        runtime_type = \"io.containerd.runc.v2\"")
 	w("        [plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]")
-	w("          SystemdCgroup = false")
+	w("          SystemdCgroup = %s", q["systemdCgroup"])
 	w("          BinaryName = %s", q["runc"])
 	w("          Root = %s", q["runcRoot"])
 	w("    [plugins.\"io.containerd.cri.v1.runtime\".cni]")

@@ -61,7 +61,7 @@ func TestContainerd2Binaries(t *testing.T) {
 
 func TestContainerd2Config(t *testing.T) {
 	l := newLayout("/tmp/nk-x")
-	conf, err := containerdConfig(Containerd2, l, binaries{runc: "/b/containerd2/runc"})
+	conf, err := containerdConfig(Containerd2, l, binaries{runc: "/b/containerd2/runc"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,17 +79,28 @@ func TestContainerd2Config(t *testing.T) {
 		`BinaryName = "/b/containerd2/runc"`,
 		`config_path = "/tmp/nk-x/certs.d"`,
 		`cdi_spec_dirs = ["/tmp/nk-x/cdi"]`,
+		"SystemdCgroup = false\n",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("config lacks %q:\n%s", want, s)
 		}
 	}
 	// containerd 1.6 gets config version 2 and no v3 plugin IDs.
-	conf, err = containerdConfig(Containerd16, l, binaries{runc: "/usr/sbin/runc"})
+	conf, err = containerdConfig(Containerd16, l, binaries{runc: "/usr/sbin/runc"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := string(conf); !strings.Contains(s, "version = 2\n") || strings.Contains(s, "cri.v1") || strings.Contains(s, "nri") {
 		t.Errorf("containerd 1.6 config:\n%s", s)
+	}
+	// Config.Systemd: both versions give runc the systemd cgroup driver.
+	for _, v := range []string{Containerd16, Containerd2} {
+		conf, err := containerdConfig(v, l, binaries{runc: "/r"}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := string(conf); !strings.Contains(s, "SystemdCgroup = true\n") || strings.Contains(s, "SystemdCgroup = false") {
+			t.Errorf("containerd %s with the systemd driver:\n%s", v, s)
+		}
 	}
 }

@@ -38,4 +38,13 @@
 // a pod exists). Container cgroups go under the cgroupfs parent the CRI
 // caller asks for (containerd's default is /k8s.io/<id>). It is not a
 // general containerd manager: one config, made for node-agent tests.
+//
+// With Config.Systemd, containerd runs in the PID, mount and cgroup
+// namespaces of a systemd of the caller's own (internal/localsystemd's
+// Enter) with SystemdCgroup = true and that systemd's bus: each
+// container is a cri-containerd-<id>.scope in the slice its CRI caller
+// names, as on a host booted by systemd. What containerd mounts (rootfs
+// overlays, network namespaces) is then in that mount namespace: Stop
+// unmounts it through the same prefix while containerd ran, and
+// otherwise it goes with the namespace.
 package localcri

@@ -37,7 +37,7 @@ func (c *Containerd) Restart(ctx context.Context) error {
 		}
 	}
 	logger.V(1).Info("containerd stopped; its shims keep running", "pid", c.st.PID, "duration", time.Since(t0))
-	pid, done, err := spawn(l, bins, c.detach)
+	pid, done, err := spawn(l, bins, c.st, c.detach)
 	if err != nil {
 		return fmt.Errorf("restart containerd: %w", err)
 	}

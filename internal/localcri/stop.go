@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -77,6 +76,14 @@ func (c *Containerd) stop(ctx context.Context) error {
 	}
 	if err := killLeftovers(ctx, st); err != nil {
 		errs = append(errs, err)
+	}
+	// Under a systemd of its own, containerd mounted in that systemd's
+	// mount namespace; those mounts go with the namespace, or here while
+	// it still exists (containerd was running in it).
+	if alive && len(st.Enter) > 0 {
+		if err := unmountEntered(ctx, st, st.Dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := unmountUnder(st.Dir); err != nil {
 		errs = append(errs, err)
@@ -148,14 +155,13 @@ func (c *Containerd) waitExit(ctx context.Context, timeout time.Duration) bool {
 func killLeftovers(ctx context.Context, st instanceState) error {
 	ids := containerIDs(st)
 	shimSockets := shimSocketPaths(st, ids)
-	runcRoot := filepath.Join(st.RuncRoot, "k8s.io")
 	runc := st.Runc
 	if runc == "" {
 		runc, _ = lookPath("runc")
 	}
 	if runc != "" {
 		for _, id := range ids {
-			_ = exec.CommandContext(ctx, runc, "--root", runcRoot, "kill", "--all", id, "KILL").Run()
+			_ = st.command(ctx, runc, runcArgs(st, "kill", "--all", id, "KILL")...).Run()
 		}
 	}
 	deadline := time.Now().Add(termTimeout)
@@ -179,7 +185,7 @@ func killLeftovers(ctx context.Context, st instanceState) error {
 	if runc != "" {
 		// Removes runc's state and the containers' cgroups.
 		for _, id := range ids {
-			_ = exec.CommandContext(ctx, runc, "--root", runcRoot, "delete", "--force", id).Run()
+			_ = st.command(ctx, runc, runcArgs(st, "delete", "--force", id)...).Run()
 		}
 	}
 	// A killed shim leaves its socket (in /run/containerd/s, outside Dir).
@@ -187,6 +193,16 @@ func killLeftovers(ctx context.Context, st instanceState) error {
 		_ = os.Remove(p)
 	}
 	return nil
+}
+
+// runcArgs are runc's global flags for the instance's containers (its
+// root; the systemd cgroup driver under a systemd of its own) and args.
+func runcArgs(st instanceState, args ...string) []string {
+	out := []string{"--root", filepath.Join(st.RuncRoot, "k8s.io")}
+	if len(st.Enter) > 0 {
+		out = append(out, "--systemd-cgroup")
+	}
+	return append(out, args...)
 }
 
 // shimSocketPaths reads the socket addresses the shims of the given tasks
@@ -276,7 +292,8 @@ func inContainerCgroup(pid int, ids []string) bool {
 		}
 		base := filepath.Base(line[i+1:])
 		for _, id := range ids {
-			if base == id {
+			// cgroupfs: <parent>/<id>; systemd: <slice>/cri-containerd-<id>.scope
+			if base == id || base == "cri-containerd-"+id+".scope" {
 				return true
 			}
 		}

@@ -24,7 +24,10 @@
 // pulls in no systemd-poweroff.service and has no SuccessAction), and
 // systemd is PID 1 of its own PID namespace. logind refuses an inhibitor lock to a caller whose PID
 // its namespace cannot see, so such clients run through Command (in the
-// PID namespace, with the host's mounts).
+// PID namespace, with the host's mounts). Enter is the prefix for a
+// program that must see this systemd as its host's (a container runtime
+// with the systemd cgroup driver, a node agent): its PID, mount and
+// cgroup namespaces, the host's network.
 //
 // Start returns once systemd reports "running" or "degraded" over the
 // bus; Stop asks it to exit (Manager.Exit), kills the namespace's PID 1

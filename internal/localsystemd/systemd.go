@@ -328,6 +328,20 @@ func (s *Systemd) Command(name string, args ...string) (*exec.Cmd, error) {
 	return exec.Command("nsenter", append([]string{"--target", strconv.Itoa(pid), "--pid", "--", name}, args...)...), nil
 }
 
+// Enter is the command prefix (nsenter(1)) that runs a program in
+// systemd's PID, mount and cgroup namespaces, on the host's network:
+// there /run is RunDir (the system bus at /run/dbus/system_bus_socket),
+// /sys/fs/cgroup is rooted at CgroupBase and PIDs are systemd's, as a
+// node agent or a container runtime on a host booted by this systemd
+// sees them, while the host's loopback and bridges stay reachable.
+func (s *Systemd) Enter() ([]string, error) {
+	pid, err := s.PID()
+	if err != nil {
+		return nil, err
+	}
+	return []string{"nsenter", "--target", strconv.Itoa(pid), "--pid", "--mount", "--cgroup", "--"}, nil
+}
+
 // PID is systemd's process ID on the host: the only child of unshare.
 func (s *Systemd) PID() (int, error) {
 	if s.cmd == nil {

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/cgroupmgr"
+)
+
+// recordingDriver is a cgroupmgr.Driver keeping cgroups in memory and
+// the order of the Apply calls with the cpu shares written.
+type recordingDriver struct {
+	cgroups map[string]bool
+	applied []string // "name shares"
+}
+
+var _ cgroupmgr.Driver = (*recordingDriver)(nil)
+
+func (d *recordingDriver) Apply(_ context.Context, name cgroupmgr.CgroupName, rc *cgroupmgr.ResourceConfig) error {
+	d.cgroups[name.ToCgroupfs()] = true
+	shares := "-"
+	if rc != nil && rc.CPUShares != nil {
+		shares = fmt.Sprint(*rc.CPUShares)
+	}
+	d.applied = append(d.applied, name.ToCgroupfs()+" "+shares)
+	return nil
+}
+
+func (d *recordingDriver) Exists(_ context.Context, name cgroupmgr.CgroupName) (bool, error) {
+	return d.cgroups[name.ToCgroupfs()], nil
+}
+
+func (d *recordingDriver) Children(context.Context, cgroupmgr.CgroupName) ([]string, error) {
+	return nil, nil
+}
+
+func (d *recordingDriver) Destroy(_ context.Context, name cgroupmgr.CgroupName) error {
+	delete(d.cgroups, name.ToCgroupfs())
+	return nil
+}
+
+// A new Burstable pod: the burstable tier gets its shares (upstream's
+// SyncPod calls UpdateQOSCgroups before it creates a pod's cgroup), then
+// the pod's cgroup is made; a pod whose cgroup exists leaves the tiers.
+func TestSandboxSizesQOSFirst(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	d := &recordingDriver{cgroups: map[string]bool{"/": true}}
+	m, err := cgroupmgr.New(cgroupmgr.Config{Backend: d, CgroupsPerQOS: true,
+		Capacity: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "default", UID: types.UID("1234")},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}}}}}
+	pc := &podCgroups{m: m}
+	next := func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) { return nodekit.SandboxOptions{}, nil }
+	sandbox := pc.sandbox(func() []*v1.Pod { return []*v1.Pod{pod} }, next)
+	d.applied = nil
+	o, err := sandbox(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.CgroupParent != "/kubepods/burstable/pod1234" {
+		t.Errorf("CgroupParent = %q", o.CgroupParent)
+	}
+	want := []string{"/kubepods/burstable 102", "/kubepods/burstable/pod1234 102"}
+	if i := indexOf(d.applied, want[0]); i < 0 || indexOf(d.applied, want[1]) < i {
+		t.Errorf("applied %q, want %q before %q", d.applied, want[0], want[1])
+	}
+	d.applied = nil
+	if _, err := sandbox(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.applied) != 1 || d.applied[0] != want[1] {
+		t.Errorf("a pod whose cgroup exists: applied %q, want only %q", d.applied, want[1])
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
