@@ -105,7 +105,7 @@ func TestKeyringServiceAccountTokens(t *testing.T) {
 	})
 	t.Run("the token as the password", func(t *testing.T) {
 		kr, _, _ := setupSA(t, `"*.example.com"`, `"-token-as-password"`, attrs("ServiceAccount"), sas)
-		_, err := kr.providers[0].provide(ctx, "a.example.com/app", saPod("p1", "x1", "builder"))
+		_, _, err := kr.providers[0].provide(ctx, "a.example.com/app", saPod("p1", "x1", "builder"))
 		if err == nil || !strings.Contains(err.Error(), "returned the service account token as the password") {
 			t.Errorf("error %v, want the token refused as a password", err)
 		}

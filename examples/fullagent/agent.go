@@ -30,6 +30,7 @@ import (
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/cgroupmgr/oomwatch"
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/pullrecords"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/dra"
 	"github.com/nodekit/nodekit/logs"
@@ -57,6 +58,7 @@ type agent struct {
 	declaredAdmit nodekit.Admitter
 	client        kubernetes.Interface // nil when standalone
 	runtime       *criruntime.Runtime
+	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off
 	merger        *podconfig.Merger
 	pleg          pleg.PLEG
 	status        *statusmgr.Manager

@@ -60,7 +60,7 @@ func TestVerifiedPulls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !v.MustPull(t.Context(), image, imageID, nil, nil) {
+		if !v.MustPull(t.Context(), image, imageID, nil) {
 			t.Error("records read back from the root dir let a pod without the secret use the image")
 		}
 	})
