@@ -105,9 +105,9 @@ kubelet_imagemanager_ondisk_pulledrecords 1
 		"kubelet_imagemanager_inmemory_pullintents_usage_percent", "kubelet_imagemanager_inmemory_pulledrecords_usage_percent")
 
 	v.MustPull(ctx, image, "sha256:img", podCreds([]kubeletv1beta1.ImagePullSecret{secretA}, nil)) // credentialRecordFound
-	v.MustPull(ctx, image, "sha256:img", nil)                                                     // mustAuthenticate
-	v.MustPull(ctx, "registry.example/preloaded:1", "sha256:pre", nil)                            // credentialPolicyAllowed
-	v.MustPull(ctx, image, "", nil)                                                               // absent: not a check
+	v.MustPull(ctx, image, "sha256:img", nil)                                                      // mustAuthenticate
+	v.MustPull(ctx, "registry.example/preloaded:1", "sha256:pre", nil)                             // credentialPolicyAllowed
+	v.MustPull(ctx, image, "", nil)                                                                // absent: not a check
 	gather(`
 # HELP kubelet_imagemanager_image_mustpull_checks_total [ALPHA] Counter for how many times kubelet checked whether credentials need to be re-verified to access an image
 # TYPE kubelet_imagemanager_image_mustpull_checks_total counter
