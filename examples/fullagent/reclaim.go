@@ -78,7 +78,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
 			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
 		},
-		PinnedImages: pinned, Events: recorder, NodeRef: nodeRef, Records: imageRecords(a.pullRecords),
+		PinnedImages: pinned, Events: recorder, NodeRef: nodeRef, Records: imageRecords(a.pullRecords), Period: o.imageGCPeriod,
 	}, a.runtime, a.runtime, a.stats)
 	if err != nil {
 		return nil, fmt.Errorf("imageGC: %w", err)
