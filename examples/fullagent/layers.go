@@ -63,10 +63,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		return nil, err
 	}
 	a.pullRecords = records
-	maxPulls := 0
-	if cfg.MaxParallelImagePulls != nil {
-		maxPulls = int(*cfg.MaxParallelImagePulls)
-	}
+	maxPulls := maxParallelPulls(cfg)
 	a.runtime, err = criruntime.New(ctx, criruntime.Config{
 		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
@@ -124,6 +121,14 @@ func (a *agent) startPullRecords(ctx context.Context, records *pullrecords.Verif
 	return nil
 }
 
+// maxParallelPulls is maxParallelImagePulls; 0 (no limit) when unset.
+func maxParallelPulls(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	if cfg.MaxParallelImagePulls == nil {
+		return 0
+	}
+	return int(*cfg.MaxParallelImagePulls)
+}
+
 // pullRecords opens the image pull records under the root dir when
 // KubeletEnsureSecretPulledImages is on (kubeletconfig has checked the
 // policy and the allowlist against the gate); nil when it is off, and a
@@ -132,13 +137,9 @@ func pullRecords(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCon
 	if !gates.Enabled("KubeletEnsureSecretPulledImages") {
 		return nil, nil
 	}
-	maxPulls := 0
-	if cfg.MaxParallelImagePulls != nil {
-		maxPulls = int(*cfg.MaxParallelImagePulls)
-	}
 	v, err := pullrecords.New(ctx, pullrecords.Config{RootDir: o.rootDir,
 		Policy: cfg.ImagePullCredentialsVerificationPolicy, Allowlist: cfg.PreloadedImagesVerificationAllowlist,
-		MaxPods: int(cfg.MaxPods), MaxParallelPulls: maxPulls})
+		MaxPods: int(cfg.MaxPods), MaxParallelPulls: maxParallelPulls(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("image pull records (imagePullCredentialsVerificationPolicy, preloadedImagesVerificationAllowlist): %w", err)
 	}
