@@ -10,7 +10,9 @@
 //
 // Keyring.Lookup gives the credentials for an image in upstream's order,
 // ready for CRI PullImage; the image puller (criruntime) tries them after
-// the pod's pull secrets. A provider with tokenAttributes (feature
+// the pod's pull secrets; LookupWithAccounts also says, per credential,
+// which service account it was given for (nil: the node's own), for the
+// image pull records. A provider with tokenAttributes (feature
 // KubeletServiceAccountTokenForCredentialProviders) is sent a token of the
 // pod's service account, bound to the pod, with the account's required and
 // optional annotations; its answers are cached per service account (and

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -22,6 +23,10 @@ const execTimeout = time.Minute
 type Credential struct {
 	Username string
 	Password string
+	// account is the service account the provider gave it for (a
+	// provider with tokenAttributes, for a pod with an account); nil for
+	// the node's own credentials. Set by Keyring.LookupWithAccounts.
+	account *kubeletv1beta1.ImagePullServiceAccount
 }
 
 // execPlugin runs a provider's binary with the request on stdin and

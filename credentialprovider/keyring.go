@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 )
 
@@ -105,22 +106,50 @@ func Load(cfg Config) (*Keyring, error) {
 // nothing, as in kubelet: the pull goes on with the other credentials.
 // The returned configs are the caller's.
 func (k *Keyring) Lookup(ctx context.Context, image string, pod *v1.Pod) []*runtimeapi.AuthConfig {
+	auths, _ := k.LookupWithAccounts(ctx, image, pod)
+	return auths
+}
+
+// LookupWithAccounts is Lookup with, for each credential, the service
+// account it was given for: the pod's account (namespace, name, UID) for
+// a provider with tokenAttributes asked with a token, nil for a
+// provider's node-wide credentials. The image pull records
+// (KubeletEnsureSecretPulledImages) keep an image pulled with the former
+// for that account, with the latter for every pod of the node, as
+// kubelet.
+func (k *Keyring) LookupWithAccounts(ctx context.Context, image string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, []*kubeletv1beta1.ImagePullServiceAccount) {
 	logger := klog.FromContext(ctx)
 	var configs []map[string]Credential
 	for _, p := range k.providers {
-		auth, err := p.provide(ctx, image, pod)
+		auth, account, err := p.provide(ctx, image, pod)
 		if err != nil {
 			logger.Error(err, "Failed to provide credentials for image", "provider", p.name, "image", image, "pod", klog.KObj(pod))
 			continue
+		}
+		if account != nil {
+			// The cached map is shared: the account goes on a copy.
+			tagged := make(map[string]Credential, len(auth))
+			for pattern, c := range auth {
+				c.account = account
+				tagged[pattern] = c
+			}
+			auth = tagged
 		}
 		configs = append(configs, auth)
 	}
 	creds := lookup(configs, image)
 	out := make([]*runtimeapi.AuthConfig, 0, len(creds))
+	accounts := make([]*kubeletv1beta1.ImagePullServiceAccount, 0, len(creds))
 	for _, c := range creds {
 		// No ServerAddress, as the pull secrets' (criruntime): the
 		// runtime sends them to whichever host serves the image.
 		out = append(out, &runtimeapi.AuthConfig{Username: c.Username, Password: c.Password})
+		var account *kubeletv1beta1.ImagePullServiceAccount
+		if c.account != nil {
+			a := *c.account
+			account = &a
+		}
+		accounts = append(accounts, account)
 	}
-	return out
+	return out, accounts
 }

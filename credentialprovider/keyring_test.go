@@ -197,7 +197,7 @@ func TestKeyringPluginFailures(t *testing.T) {
 			`"-cache-key-type=Pod"`:                                    "credential provider plugin did not return a valid cacheKeyType: Pod",
 		} {
 			kr, _, _ := setup(t, `"*.example.com"`, args)
-			_, err := kr.providers[0].provide(t.Context(), "a.example.com/one", pod)
+			_, _, err := kr.providers[0].provide(t.Context(), "a.example.com/one", pod)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("args %s: error %v, want %q", args, err, want)
 			}

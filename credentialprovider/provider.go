@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	kubeletv1 "k8s.io/kubelet/config/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
 	"k8s.io/utils/clock"
 )
@@ -64,20 +65,21 @@ func (p *provider) allowed(image string) bool {
 // (nil when its matchImages do not match, or when the provider wants a
 // service account the pod lacks): from the cache, from a run in progress
 // for the same image (and token), or from a new run. With tokenAttributes
-// the pod's service account is read and a token requested first. It
-// blocks while the plugin runs or until ctx is done. The returned map
-// must not be modified.
-func (p *provider) provide(ctx context.Context, image string, pod *v1.Pod) (map[string]Credential, error) {
+// the pod's service account is read and a token requested first; the
+// account is returned with the answer (nil without one). It blocks while
+// the plugin runs or until ctx is done. The returned map must not be
+// modified.
+func (p *provider) provide(ctx context.Context, image string, pod *v1.Pod) (map[string]Credential, *kubeletv1beta1.ImagePullServiceAccount, error) {
 	if !p.allowed(image) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	sa := &saRequest{}
 	if p.sa != nil {
 		var err error
 		if sa, err = p.sa.request(ctx, pod); errors.Is(err, errSkip) {
-			return nil, nil
+			return nil, nil, nil
 		} else if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	flightKey := image
@@ -87,7 +89,7 @@ func (p *provider) provide(ctx context.Context, image string, pod *v1.Pod) (map[
 	p.mu.Lock()
 	if auth, ok := p.cached(image, sa.cacheKey); ok {
 		p.mu.Unlock()
-		return auth, nil
+		return auth, sa.account, nil
 	}
 	f, running := p.inflight[flightKey]
 	if !running {
@@ -102,9 +104,12 @@ func (p *provider) provide(ctx context.Context, image string, pod *v1.Pod) (map[
 	p.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.auth, f.err
+		if f.err != nil {
+			return nil, nil, f.err
+		}
+		return f.auth, sa.account, nil
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, nil, context.Cause(ctx)
 	}
 }
 

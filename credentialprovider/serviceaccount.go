@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubeletv1 "k8s.io/kubelet/config/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/clock"
 )
 
@@ -42,6 +43,9 @@ type saRequest struct {
 	annotations map[string]string
 	cacheKey    string // added to every cache key
 	flightKey   string // added to the image for collapsing runs
+	// account is the pod's service account the token is for; nil when
+	// the provider is asked without one.
+	account *kubeletv1beta1.ImagePullServiceAccount
 }
 
 // errSkip means the provider is not asked for this pod (no service
@@ -84,7 +88,8 @@ func (s *saProvider) request(ctx context.Context, pod *v1.Pod) (*saRequest, erro
 	if s.attrs.CacheType == kubeletv1.TokenServiceAccountTokenCacheType {
 		parts = append(parts, "token", hash)
 	}
-	return &saRequest{token: token, annotations: ann, cacheKey: joinKey(parts...), flightKey: joinKey(hash, annotationsKey(ann))}, nil
+	return &saRequest{token: token, annotations: ann, cacheKey: joinKey(parts...), flightKey: joinKey(hash, annotationsKey(ann)),
+		account: &kubeletv1beta1.ImagePullServiceAccount{UID: string(sa.UID), Namespace: pod.Namespace, Name: name}}, nil
 }
 
 // joinKey joins parts unambiguously (each length-prefixed).

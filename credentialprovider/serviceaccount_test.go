@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 )
 
 // fakeSAs serves service accounts from a map and mints tokens tok-1,
@@ -90,6 +91,29 @@ func TestKeyringServiceAccountTokens(t *testing.T) {
 			t.Errorf("TokenRequest %+v, want the audience, bound to pod p3", r)
 		}
 	})
+	t.Run("accounts", func(t *testing.T) {
+		// The pull records keep a pull for the account the credentials
+		// were given for, from the cache too; a plain provider's are the
+		// node's (nil).
+		kr, _, log := setupSA(t, `"*.example.com"`, `"-cache-key-type=Registry"`, attrs("ServiceAccount"), sas)
+		want := kubeletv1beta1.ImagePullServiceAccount{UID: "sa-uid-1", Namespace: "ns", Name: "builder"}
+		for range 2 {
+			auths, accounts := kr.LookupWithAccounts(ctx, "a.example.com/app", saPod("p1", "u2", "builder"))
+			wantAlice(t, auths)
+			if len(accounts) != 1 || accounts[0] == nil || *accounts[0] != want {
+				t.Errorf("accounts %v, want [%+v]", accounts, want)
+			}
+		}
+		if got := calls(t, log); len(got) != 1 {
+			t.Errorf("plugin calls %q, want one (the second lookup from the cache)", got)
+		}
+		plain, _, _ := setup(t, `"*.example.com"`, `"-cache-key-type=Registry"`)
+		auths, accounts := plain.LookupWithAccounts(ctx, "a.example.com/app", saPod("p1", "u2", "builder"))
+		wantAlice(t, auths)
+		if len(accounts) != 1 || accounts[0] != nil {
+			t.Errorf("a plain provider's accounts %v, want [nil]", accounts)
+		}
+	})
 	t.Run("cacheType Token", func(t *testing.T) {
 		before := len(sas.requests)
 		kr, _, log := setupSA(t, `"*.example.com"`, `"-cache-key-type=Registry"`, attrs("Token"), sas)
@@ -105,7 +129,7 @@ func TestKeyringServiceAccountTokens(t *testing.T) {
 	})
 	t.Run("the token as the password", func(t *testing.T) {
 		kr, _, _ := setupSA(t, `"*.example.com"`, `"-token-as-password"`, attrs("ServiceAccount"), sas)
-		_, err := kr.providers[0].provide(ctx, "a.example.com/app", saPod("p1", "x1", "builder"))
+		_, _, err := kr.providers[0].provide(ctx, "a.example.com/app", saPod("p1", "x1", "builder"))
 		if err == nil || !strings.Contains(err.Error(), "returned the service account token as the password") {
 			t.Errorf("error %v, want the token refused as a password", err)
 		}

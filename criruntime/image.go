@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit"
 )
@@ -111,12 +113,17 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 			policy = v1.PullAlways
 		}
 	}
-	podSecrets := secretCredentials(image, secrets)
+	// The credentials are looked up once, and only when needed: for the
+	// pull, or for the records to match the pod's against.
+	lookup := sync.OnceValue(func() []sourcedAuth { return r.pullCredentials(ctx, pod, image, secretCredentials(image, secrets)) })
+	podCreds := func() ([]kubeletv1beta1.ImagePullSecret, *kubeletv1beta1.ImagePullServiceAccount) {
+		return podCredentials(lookup())
+	}
 	switch {
 	case present && policy != v1.PullAlways && r.cfg.PullRecords == nil:
 		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine", requested)
 		return st.GetImage(), nil
-	case present && policy != v1.PullAlways && !r.cfg.PullRecords.MustPull(ctx, requested, st.GetImage().GetId(), secretCoordinates(podSecrets), nil):
+	case present && policy != v1.PullAlways && !r.cfg.PullRecords.MustPull(ctx, requested, st.GetImage().GetId(), podCreds):
 		r.events.Eventf(pod, v1.EventTypeNormal, "Pulled", "Container image %q already present on machine and can be accessed by the pod", requested)
 		return st.GetImage(), nil
 	case policy == v1.PullNever:
@@ -131,7 +138,7 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 	// As upstream, Pulling is reported when the pull is asked for, before
 	// any wait for a turn; Pulled gives the pull's own time and the time
 	// including that wait.
-	creds := r.pullCredentials(ctx, pod, image, podSecrets)
+	creds := lookup()
 	if rec := r.cfg.PullRecords; rec != nil {
 		if err := rec.RecordIntent(ctx, requested); err != nil {
 			msg := fmt.Sprintf("Failed to record image pull intent for container image %q: %v", requested, err)
@@ -166,8 +173,19 @@ func (r *Runtime) ensureImageRef(ctx context.Context, pod *v1.Pod, requested str
 // asks.
 func (r *Runtime) pullCredentials(ctx context.Context, pod *v1.Pod, image string, podSecrets []sourcedAuth) []sourcedAuth {
 	creds := podSecrets
-	if r.cfg.Credentials != nil {
-		for _, a := range r.cfg.Credentials.Lookup(ctx, repositoryOf(image), pod) {
+	switch l := r.cfg.Credentials.(type) {
+	case nil:
+	case AccountLookup:
+		auths, accounts := l.LookupWithAccounts(ctx, repositoryOf(image), pod)
+		for i, a := range auths {
+			var account *kubeletv1beta1.ImagePullServiceAccount
+			if i < len(accounts) {
+				account = accounts[i]
+			}
+			creds = append(creds, sourcedAuth{auth: a, plugin: true, tracked: true, account: account})
+		}
+	default:
+		for _, a := range l.Lookup(ctx, repositoryOf(image), pod) {
 			creds = append(creds, sourcedAuth{auth: a, plugin: true})
 		}
 	}

@@ -26,9 +26,27 @@ type fakeRecords struct {
 
 var _ PullRecords = (*fakeRecords)(nil)
 
-func (f *fakeRecords) MustPull(_ context.Context, image, imageRef string, secrets []kubeletv1beta1.ImagePullSecret, sa *kubeletv1beta1.ImagePullServiceAccount) bool {
-	f.calls = append(f.calls, fmt.Sprintf("MustPull %s %s %v", image, imageRef, secrets))
+func (f *fakeRecords) MustPull(_ context.Context, image, imageRef string, creds func() ([]kubeletv1beta1.ImagePullSecret, *kubeletv1beta1.ImagePullServiceAccount)) bool {
+	secrets, sa := creds()
+	call := fmt.Sprintf("MustPull %s %s %v", image, imageRef, secrets)
+	if sa != nil {
+		call += fmt.Sprintf(" %+v", *sa)
+	}
+	f.calls = append(f.calls, call)
 	return f.must
+}
+
+// fakeAccountLookup is a CredentialLookup with AccountLookup: fixed
+// credentials, each with its service account.
+type fakeAccountLookup struct {
+	fakeLookup
+	accounts []*kubeletv1beta1.ImagePullServiceAccount
+}
+
+var _ AccountLookup = (*fakeAccountLookup)(nil)
+
+func (f *fakeAccountLookup) LookupWithAccounts(ctx context.Context, image string, pod *v1.Pod) ([]*runtimeapi.AuthConfig, []*kubeletv1beta1.ImagePullServiceAccount) {
+	return f.Lookup(ctx, image, pod), f.accounts
 }
 
 func (f *fakeRecords) RecordIntent(_ context.Context, image string) error {
@@ -56,6 +74,7 @@ func TestVerifiedPulls(t *testing.T) {
 	const image = "private.example.com/team/app:1.0"
 	secret := v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred", Namespace: "team-a", UID: "sec-uid"},
 		Data: map[string][]byte{v1.DockerConfigJsonKey: []byte(`{"auths":{"private.example.com":{"username":"alice","password":"s3cret"}}}`)}}
+	saBuilder := kubeletv1beta1.ImagePullServiceAccount{UID: "sa-uid", Namespace: "team-a", Name: "builder"}
 	coords := fmt.Sprintf("%v", []kubeletv1beta1.ImagePullSecret{{UID: "sec-uid", Namespace: "team-a", Name: "regcred", CredentialHash: aliceHash}})
 	tests := []struct {
 		name      string
@@ -64,6 +83,7 @@ func TestVerifiedPulls(t *testing.T) {
 		policy    v1.PullPolicy
 		secrets   []v1.Secret
 		plugin    bool
+		accounts  []*kubeletv1beta1.ImagePullServiceAccount // with plugin: an AccountLookup
 		pullFails bool
 		wantCalls []string
 		wantPulls int
@@ -86,8 +106,17 @@ func TestVerifiedPulls(t *testing.T) {
 		{name: "Always: no question, the pull recorded", present: true, policy: v1.PullAlways, secrets: []v1.Secret{secret},
 			wantCalls: []string{"RecordIntent " + image, "RecordPulled " + image + " " + image + " {KubernetesSecrets:[{UID:sec-uid Namespace:team-a Name:regcred CredentialHash:" + aliceHash + "}] KubernetesServiceAccounts:[] NodePodsAccessible:false}"},
 			wantPulls: 1},
-		{name: "a plugin's credentials are recorded as unknown", policy: v1.PullIfNotPresent, plugin: true,
+		{name: "an untracked plugin's credentials are recorded as unknown", policy: v1.PullIfNotPresent, plugin: true,
 			wantCalls: []string{"RecordIntent " + image, "RecordPulled " + image + " " + image + " <nil>"}, wantPulls: 1},
+		{name: "a plugin's node-wide credentials are recorded for every pod", policy: v1.PullIfNotPresent, plugin: true,
+			accounts:  []*kubeletv1beta1.ImagePullServiceAccount{nil},
+			wantCalls: []string{"RecordIntent " + image, "RecordPulled " + image + " " + image + " {KubernetesSecrets:[] KubernetesServiceAccounts:[] NodePodsAccessible:true}"}, wantPulls: 1},
+		{name: "a plugin's credentials for a service account are recorded for it", policy: v1.PullIfNotPresent, plugin: true,
+			accounts:  []*kubeletv1beta1.ImagePullServiceAccount{&saBuilder},
+			wantCalls: []string{"RecordIntent " + image, "RecordPulled " + image + " " + image + " {KubernetesSecrets:[] KubernetesServiceAccounts:[{UID:sa-uid Namespace:team-a Name:builder}] NodePodsAccessible:false}"}, wantPulls: 1},
+		{name: "present: the plugin's service account is matched", present: true, policy: v1.PullIfNotPresent, plugin: true,
+			accounts:  []*kubeletv1beta1.ImagePullServiceAccount{&saBuilder},
+			wantCalls: []string{"MustPull " + image + " " + image + " [] {UID:sa-uid Namespace:team-a Name:builder}"}},
 		{name: "a failed pull ends the intent", policy: v1.PullIfNotPresent, pullFails: true,
 			wantCalls: []string{"RecordIntent " + image, "RecordFailed " + image}, wantPulls: 0, wantErr: nodekit.ErrImagePull},
 	}
@@ -103,8 +132,12 @@ func TestVerifiedPulls(t *testing.T) {
 			rec := &fakeRecords{must: tc.must}
 			ev := &eventLog{}
 			cfg := Config{Endpoint: "fake", PodLogsDir: t.TempDir(), PullRecords: rec, Events: ev}
-			if tc.plugin {
-				cfg.Credentials = &fakeLookup{creds: []*runtimeapi.AuthConfig{{Username: "plugin", Password: "x"}}}
+			plugin := fakeLookup{creds: []*runtimeapi.AuthConfig{{Username: "plugin", Password: "x"}}}
+			switch {
+			case tc.plugin && tc.accounts != nil:
+				cfg.Credentials = &fakeAccountLookup{fakeLookup: plugin, accounts: tc.accounts}
+			case tc.plugin:
+				cfg.Credentials = &plugin
 			}
 			r, err := NewFromServices(t.Context(), critest.NewFakeRuntimeService(), is, cfg)
 			if err != nil {

@@ -10,7 +10,9 @@
 // EvictionOrder, PlanImageGC, FreeSpace. ContainerGC and ImageGC execute
 // them through small interfaces (ContainerRuntime, ImageService,
 // PodLister, ImageFsStats) with a GarbageCollect step, a Run loop and a
-// Reclaim method the eviction manager calls under disk pressure.
+// Reclaim method the eviction manager calls under disk pressure. After
+// each image pass a RecordPruner (the image pull records), when given,
+// is told which images are left, as upstream's post-GC hook.
 //
 // It does not decide pod lifecycle: it only removes what is already dead,
 // and asks a PodStateProvider whether a pod's content may go.

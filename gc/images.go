@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -183,6 +184,15 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})
 }
 
+// RecordPruner forgets what is kept about images that are gone: the
+// image pull records (pullrecords.Verifier satisfies it). present are
+// the IDs of the images still on the node; what was updated at or after
+// until (the start of the pass) stays, as it may be about an image that
+// arrived during the pass.
+type RecordPruner interface {
+	Prune(ctx context.Context, present []string, until time.Time)
+}
+
 // ImageGCConfig configures an ImageGC.
 type ImageGCConfig struct {
 	Policy ImagePolicy
@@ -195,6 +205,11 @@ type ImageGCConfig struct {
 	Events  EventRecorder
 	NodeRef *v1.ObjectReference
 	Clock   clock.WithTicker
+	// Records, if set, is pruned after every pass (GarbageCollect,
+	// Reclaim) that listed the images: upstream's post-GC hook, which
+	// removes the pull records of the images no longer on the node. It
+	// is given every image the pass found and did not remove.
+	Records RecordPruner
 }
 
 // ImageGC removes unused images by age and by disk-use thresholds. It
@@ -309,10 +324,13 @@ func (g *ImageGC) remove(ctx context.Context, ids []string) (map[string]bool, er
 // upstream's FreeDiskSpaceFailed wording, also sent as an event) when it
 // could not free enough.
 func (g *ImageGC) GarbageCollect(ctx context.Context) error {
+	began := g.cfg.Clock.Now()
 	records, err := g.Detect(ctx)
 	if err != nil {
 		return err
 	}
+	removed := map[string]bool{}
+	defer func() { g.prune(ctx, records, removed, began) }()
 	fs, err := g.fs.ImageFs(ctx)
 	if err != nil {
 		return fmt.Errorf("gc: image fs stats: %w", err)
@@ -329,14 +347,16 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 		g.event("InvalidDiskCapacity", err.Error())
 		return err
 	}
-	_, errAge := g.remove(ctx, plan.ByAge)
-	removed, errSpace := g.remove(ctx, plan.BySpace)
+	byAge, errAge := g.remove(ctx, plan.ByAge)
+	bySpace, errSpace := g.remove(ctx, plan.BySpace)
+	maps.Copy(removed, byAge)
+	maps.Copy(removed, bySpace)
 	if err := errors.Join(errAge, errSpace); err != nil {
 		return err
 	}
 	var freed int64
 	for _, r := range records {
-		if removed[r.ID] {
+		if bySpace[r.ID] || byAge[r.ID] {
 			freed += r.Size
 		}
 	}
@@ -355,13 +375,29 @@ func (g *ImageGC) GarbageCollect(ctx context.Context) error {
 // Reclaim removes every unused, unpinned image at least MinAge old: the
 // eviction manager's "delete unused images" step.
 func (g *ImageGC) Reclaim(ctx context.Context) error {
+	began := g.cfg.Clock.Now()
 	records, err := g.Detect(ctx)
 	if err != nil {
 		return err
 	}
 	ids, _ := FreeSpace(g.cfg.Policy.MinAge, g.cfg.Clock.Now(), EvictionOrder(records), math.MaxInt64)
-	_, err = g.remove(ctx, ids)
+	removed, err := g.remove(ctx, ids)
+	g.prune(ctx, records, removed, began)
 	return err
+}
+
+// prune hands Config.Records the images a pass found and did not remove.
+func (g *ImageGC) prune(ctx context.Context, records []ImageRecord, removed map[string]bool, began time.Time) {
+	if g.cfg.Records == nil {
+		return
+	}
+	present := make([]string, 0, len(records))
+	for _, r := range records {
+		if !removed[r.ID] {
+			present = append(present, r.ID)
+		}
+	}
+	g.cfg.Records.Prune(ctx, present, began)
 }
 
 // Run detects images at once (so ages count from the start), then calls

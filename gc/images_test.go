@@ -2,6 +2,7 @@ package gc
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -184,5 +185,61 @@ func TestImageGCKeepsImageVolumes(t *testing.T) {
 	_ = g.GarbageCollect(t.Context()) // frees too little: only old may go
 	if !slices.Equal(imgs.removed, []string{"sha256:old"}) {
 		t.Errorf("removed %v, want only sha256:old", imgs.removed)
+	}
+}
+
+// fakePruner records each Prune.
+type fakePruner struct{ calls []string }
+
+var _ RecordPruner = (*fakePruner)(nil)
+
+func (f *fakePruner) Prune(_ context.Context, present []string, until time.Time) {
+	p := slices.Clone(present)
+	slices.Sort(p)
+	f.calls = append(f.calls, fmt.Sprintf("%v until t0+%v", p, until.Sub(t0)))
+}
+
+// TestImageGCPrunesRecords: after each pass the pull records are pruned
+// to the images the pass found and did not remove (in use and pinned
+// ones too), with the time the pass began.
+func TestImageGCPrunesRecords(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	imgs := &fakeImages{images: []*runtimeapi.Image{
+		{Id: "sha256:app", Size: 300}, {Id: "sha256:pinned", Size: 100, Pinned: true}, {Id: "sha256:old", Size: 200},
+		{Id: "sha256:unused", Size: 100},
+	}}
+	pods := fakePods{{ID: "p", Containers: []*nodekit.Container{{Name: "c", ImageID: "sha256:app", State: nodekit.StateRunning}}}}
+	records := &fakePruner{}
+	g, err := NewImageGC(ImageGCConfig{Policy: ImagePolicy{MinAge: time.Minute}, Clock: clk, Records: records}, imgs, pods, fakeFs{1000, 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Detect(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(2 * time.Minute)
+	if err := g.GarbageCollect(t.Context()); err != nil { // needs 100: the oldest-used unused image goes
+		t.Fatal(err)
+	}
+	if len(imgs.removed) != 1 {
+		t.Fatalf("removed %v, want one image", imgs.removed)
+	}
+	first := imgs.removed[0]
+	clk.Step(time.Minute)
+	if err := g.Reclaim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, id := range []string{"sha256:app", "sha256:old", "sha256:pinned", "sha256:unused"} {
+		if id != first {
+			left = append(left, id)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("%v until t0+2m0s", left),
+		"[sha256:app sha256:pinned] until t0+3m0s",
+	}
+	if !slices.Equal(records.calls, want) {
+		t.Errorf("prunes\n%q\nwant\n%q", records.calls, want)
 	}
 }

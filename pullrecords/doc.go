@@ -15,11 +15,18 @@
 // written through a temporary file and a rename; a file that cannot be
 // read or decoded is logged and treated as absent, as kubelet does.
 //
+// Write-through in-memory caches of kubelet's sizes (from maxPods and
+// maxParallelImagePulls) sit in front of the files, so that a check of a
+// present image reads no file while every record fits in them.
+//
 // The package does not pull, list images or read secrets: the image
 // puller (criruntime) asks MustPull before using a present image and calls
-// RecordIntent, then RecordPulled or RecordFailed, around each pull.
+// RecordIntent, then RecordPulled or RecordFailed, around each pull; image
+// GC calls Prune after each pass with the images left, so the records of
+// removed images go. RegisterMetrics registers kubelet's
+// kubelet_imagemanager_* metrics on a registry the caller owns.
 //
 //	v, err := pullrecords.New(ctx, pullrecords.Config{RootDir: "/var/lib/kubelet",
 //		Policy: "NeverVerifyPreloadedImages"})
-//	must := v.MustPull(ctx, "registry.example/app:1", imageID, podSecrets, nil)
+//	must := v.MustPull(ctx, "registry.example/app:1", imageID, podCredentials)
 package pullrecords

@@ -97,6 +97,61 @@ func (f *files) writeRecord(rec *kubeletv1beta1.ImagePulledRecord) error {
 	return writeJSON(f.pulled, fileName(rec.ImageRef), rec)
 }
 
+func (f *files) deleteRecord(imageRef string) error {
+	return removeFile(filepath.Join(f.pulled, fileName(imageRef)))
+}
+
+// records lists the records that decode, with the errors of those that
+// do not, joined.
+func (f *files) records() ([]*kubeletv1beta1.ImagePulledRecord, error) {
+	var out []*kubeletv1beta1.ImagePulledRecord
+	err := each(f.pulled, func(path string, b []byte) error {
+		rec, _, err := decodeRecord(b)
+		if err != nil {
+			return fmt.Errorf("decode ImagePulledRecord %s: %w", path, err)
+		}
+		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
+// intents lists the images of the intents that decode, with the errors
+// of those that do not, joined.
+func (f *files) intents() ([]string, error) {
+	var out []string
+	err := each(f.pulling, func(path string, b []byte) error {
+		in, _, err := decodeIntent(b)
+		if err != nil {
+			return fmt.Errorf("decode ImagePullIntent %s: %w", path, err)
+		}
+		out = append(out, in.Image)
+		return nil
+	})
+	return out, err
+}
+
+// count is how many record files dir holds (as kubelet counts them: not
+// directories, not temporary files), without reading them.
+func count(dir string) (int, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if isRecordFile(e) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func isRecordFile(e fs.DirEntry) bool {
+	name := e.Name()
+	return !e.IsDir() && strings.HasPrefix(name, filePrefix) && !strings.HasSuffix(name, tmpSuffix)
+}
+
 // each calls fn with the path and content of every record file in dir
 // (not temporary files, not files of other programs) and returns the
 // errors of the files it could not read or fn refused, joined.
@@ -107,11 +162,10 @@ func each(dir string, fn func(path string, b []byte) error) error {
 	}
 	var errs []error
 	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, filePrefix) || strings.HasSuffix(name, tmpSuffix) {
+		if !isRecordFile(e) {
 			continue
 		}
-		path := filepath.Join(dir, name)
+		path := filepath.Join(dir, e.Name())
 		b, err := os.ReadFile(path)
 		if err == nil {
 			err = fn(path, b)

@@ -33,14 +33,20 @@ type Config struct {
 	Allowlist []string
 	// Clock stamps the records' lastUpdatedTime. Default: the real clock.
 	Clock clock.PassiveClock
+	// MaxPods and MaxParallelPulls (maxPods, maxParallelImagePulls) size
+	// the in-memory caches of intents and records as kubelet does; 0
+	// means kubelet's default of 110 pods and no parallel pulls.
+	MaxPods, MaxParallelPulls int
 }
 
 // Verifier keeps the pull records and answers MustPull. Its methods are
 // safe for concurrent use; each blocks only on the record files.
 type Verifier struct {
-	files  *files
-	policy *policy
-	clock  clock.PassiveClock
+	files   *files
+	store   *store // files behind the in-memory caches; under mu
+	policy  *policy
+	clock   clock.PassiveClock
+	metrics *metrics
 
 	mu      sync.Mutex
 	intents map[string]int // image -> pulls in progress in this process
@@ -48,7 +54,8 @@ type Verifier struct {
 
 // New checks cfg and opens (creating) the record directories. Records in
 // an older version are rewritten in the current one; files that do not
-// decode are logged and left alone.
+// decode are logged and left alone. The in-memory caches are filled from
+// the files.
 func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	if cfg.RootDir == "" {
 		return nil, fmt.Errorf("pullrecords: Config.RootDir is required")
@@ -64,8 +71,9 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	v := &Verifier{files: f, policy: p, clock: cfg.Clock, intents: map[string]int{}}
+	v := &Verifier{files: f, policy: p, clock: cfg.Clock, metrics: newMetrics(), intents: map[string]int{}}
 	v.migrate(ctx)
+	v.store = newStore(ctx, f, v.metrics, cfg.MaxPods, cfg.MaxParallelPulls)
 	return v, nil
 }
 
@@ -108,16 +116,12 @@ func (v *Verifier) migrate(ctx context.Context) {
 func (v *Verifier) Recover(ctx context.Context, images []*runtimeapi.Image) {
 	logger := klog.FromContext(ctx)
 	left := map[string]bool{}
-	err := each(v.files.pulling, func(path string, b []byte) error {
-		in, _, err := decodeIntent(b)
-		if err != nil {
-			return fmt.Errorf("decode ImagePullIntent %s: %w", path, err)
-		}
-		left[in.Image] = true
-		return nil
-	})
+	intents, err := v.files.intents()
 	if err != nil {
 		logger.Error(err, "Error listing image pull intents, continuing with an incomplete list")
+	}
+	for _, img := range intents {
+		left[img] = true
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -126,11 +130,11 @@ func (v *Verifier) Recover(ctx context.Context, images []*runtimeapi.Image) {
 			if !left[name] {
 				continue
 			}
-			if err := v.mergeLocked(name, img.GetId(), nil); err != nil {
+			if err := v.mergeLocked(ctx, name, img.GetId(), nil); err != nil {
 				logger.Error(err, "Failed to write an image pulled record", "imageRef", img.GetId())
 				continue
 			}
-			if err := v.files.deleteIntent(name); err != nil {
+			if err := v.store.deleteIntent(ctx, name); err != nil {
 				logger.V(2).Info("Failed to remove image pull intent", "image", name, "err", err)
 			}
 		}
@@ -143,7 +147,7 @@ func (v *Verifier) Recover(ctx context.Context, images []*runtimeapi.Image) {
 func (v *Verifier) RecordIntent(ctx context.Context, image string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.files.writeIntent(image); err != nil {
+	if err := v.store.writeIntent(ctx, image); err != nil {
 		return fmt.Errorf("failed to record image pull intent: %w", err)
 	}
 	v.intents[image]++
@@ -157,7 +161,7 @@ func (v *Verifier) RecordIntent(ctx context.Context, image string) error {
 func (v *Verifier) RecordPulled(ctx context.Context, image, imageRef string, creds *kubeletv1beta1.ImagePullCredentials) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if err := v.mergeLocked(image, imageRef, creds); err != nil {
+	if err := v.mergeLocked(ctx, image, imageRef, creds); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to write image pulled record", "imageRef", imageRef)
 		return
 	}
@@ -176,7 +180,7 @@ func (v *Verifier) endIntentLocked(ctx context.Context, image string) {
 		v.intents[image]--
 		return
 	}
-	if err := v.files.deleteIntent(image); err != nil {
+	if err := v.store.deleteIntent(ctx, image); err != nil {
 		klog.FromContext(ctx).Error(err, "Failed to remove image pull intent", "image", image)
 		return
 	}
@@ -185,14 +189,17 @@ func (v *Verifier) endIntentLocked(ctx context.Context, image string) {
 
 // mergeLocked adds creds for image to the record of imageRef, writing it
 // only when it changed; a record that does not decode is replaced.
-func (v *Verifier) mergeLocked(image, imageRef string, creds *kubeletv1beta1.ImagePullCredentials) error {
+func (v *Verifier) mergeLocked(ctx context.Context, image, imageRef string, creds *kubeletv1beta1.ImagePullCredentials) error {
 	name, err := trimTagDigest(image)
 	if err != nil {
 		return err
 	}
-	rec, err := v.files.record(imageRef)
+	rec, err := v.store.record(imageRef)
 	if err != nil {
 		rec = nil // replaced below
+	}
+	if rec != nil {
+		rec = rec.DeepCopy() // the cache's until written
 	}
 	if rec == nil {
 		rec = &kubeletv1beta1.ImagePulledRecord{ImageRef: imageRef, CredentialMapping: map[string]kubeletv1beta1.ImagePullCredentials{}}
@@ -203,7 +210,7 @@ func (v *Verifier) mergeLocked(image, imageRef string, creds *kubeletv1beta1.Ima
 		return nil
 	}
 	rec.LastUpdatedTime = metav1.NewTime(v.clock.Now())
-	return v.files.writeRecord(rec)
+	return v.store.writeRecord(ctx, rec)
 }
 
 // mergeCreds merges creds into rec's entry for name; it reports whether

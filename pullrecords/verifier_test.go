@@ -34,6 +34,11 @@ func newTestVerifier(t *testing.T, root string, policy kubeletv1beta1.ImagePullC
 	return v, ctx
 }
 
+// podCreds is MustPull's credentials callback for fixed credentials.
+func podCreds(secrets []kubeletv1beta1.ImagePullSecret, sa *kubeletv1beta1.ImagePullServiceAccount) func() ([]kubeletv1beta1.ImagePullSecret, *kubeletv1beta1.ImagePullServiceAccount) {
+	return func() ([]kubeletv1beta1.ImagePullSecret, *kubeletv1beta1.ImagePullServiceAccount) { return secrets, sa }
+}
+
 func hashName(s string) string { return fmt.Sprintf("sha256-%x", sha256.Sum256([]byte(s))) }
 
 // TestFilesAreKubelets checks the files written around a pull: kubelet's
@@ -101,7 +106,7 @@ func TestReadsKubeletFiles(t *testing.T) {
 		{"ref-other", nil, true},
 	}
 	for _, c := range cases {
-		if got := v.MustPull(ctx, image, c.ref, c.secrets, nil); got != c.must {
+		if got := v.MustPull(ctx, image, c.ref, podCreds(c.secrets, nil)); got != c.must {
 			t.Errorf("MustPull(%s, %v) = %v, want %v", c.ref, c.secrets, got, c.must)
 		}
 	}
@@ -115,7 +120,7 @@ func TestReadsKubeletFiles(t *testing.T) {
 	}
 	// A pull over a broken record replaces it.
 	v.RecordPulled(ctx, image, "ref-broken", &kubeletv1beta1.ImagePullCredentials{NodePodsAccessible: true})
-	if v.MustPull(ctx, image, "ref-broken", nil, nil) {
+	if v.MustPull(ctx, image, "ref-broken", podCreds(nil, nil)) {
 		t.Error("the broken record was not replaced by the pull's")
 	}
 }
@@ -192,7 +197,7 @@ func TestMustPull(t *testing.T) {
 			if c.ref == "-" {
 				ref = ""
 			}
-			if got := v.MustPull(ctx, img, ref, c.secrets, c.sa); got != c.must {
+			if got := v.MustPull(ctx, img, ref, podCreds(c.secrets, c.sa)); got != c.must {
 				t.Errorf("MustPull = %v, want %v", got, c.must)
 			}
 		})
@@ -211,7 +216,7 @@ func TestMatchAddsSecret(t *testing.T) {
 	v.RecordPulled(ctx, image, "sha256:img", &kubeletv1beta1.ImagePullCredentials{KubernetesSecrets: []kubeletv1beta1.ImagePullSecret{secretA}})
 	other := secretA
 	other.Namespace, other.UID = "team-c", "uid-c"
-	if v.MustPull(ctx, image, "sha256:img", []kubeletv1beta1.ImagePullSecret{other}, nil) {
+	if v.MustPull(ctx, image, "sha256:img", podCreds([]kubeletv1beta1.ImagePullSecret{other}, nil)) {
 		t.Fatal("same credentials in another secret must match")
 	}
 	rec, err := v.files.record("sha256:img")
@@ -259,7 +264,7 @@ func TestRecover(t *testing.T) {
 	}
 	// The agent stops here; the next one starts over the same root.
 	v2, ctx := newTestVerifier(t, root, "")
-	if !v2.MustPull(ctx, "registry.example/app:1", "sha256:img", nil, nil) {
+	if !v2.MustPull(ctx, "registry.example/app:1", "sha256:img", podCreds(nil, nil)) {
 		t.Error("an image with an intent left over counts as pulled by the agent: a pod without credentials must pull")
 	}
 	v2.Recover(ctx, []*runtimeapi.Image{{Id: "sha256:img", RepoTags: []string{"registry.example/app:1"}}})
@@ -276,7 +281,7 @@ func TestRecover(t *testing.T) {
 	if ok, _ := v2.files.intentExists("registry.example/gone:1"); !ok {
 		t.Error("the intent of an absent image was removed")
 	}
-	if !v2.MustPull(ctx, "registry.example/app:1", "sha256:img", []kubeletv1beta1.ImagePullSecret{secretA}, nil) {
+	if !v2.MustPull(ctx, "registry.example/app:1", "sha256:img", podCreds([]kubeletv1beta1.ImagePullSecret{secretA}, nil)) {
 		t.Error("a recovered record must not open the image to any secret")
 	}
 }

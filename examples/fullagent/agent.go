@@ -39,6 +39,7 @@ import (
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podresources"
 	"github.com/nodekit/nodekit/probes"
+	"github.com/nodekit/nodekit/pullrecords"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/shutdown"
 	"github.com/nodekit/nodekit/stats"
@@ -58,6 +59,7 @@ type agent struct {
 	declaredAdmit nodekit.Admitter
 	client        kubernetes.Interface // nil when standalone
 	runtime       *criruntime.Runtime
+	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off
 	merger        *podconfig.Merger
 	pleg          pleg.PLEG
 	status        *statusmgr.Manager

@@ -101,10 +101,14 @@ func TestImagePullsCredentialProvider(t *testing.T) {
 		provider("good-provider", privateRegistry, "s3cret", goodLog)+provider("bad-provider", wrongRegistry, "wrong", badLog)+
 		provider("sa-provider", saRegistry, "s3cret", saLog)+"  tokenAttributes:\n    serviceAccountTokenAudience: "+saRegistry+
 		"\n    requireServiceAccount: true\n    cacheType: ServiceAccount\n")
+	// Image GC removes an image unused for 20s, and looks every 2s
+	// (dead containers go every 2s), for the records' part at the end.
 	e := startEnv(t, envOption{
-		cri: []agenttest.ContainerdOption{agenttest.WithRegistryMirror(private, privateRegistry, wrongRegistry, saRegistry)},
+		config: "imageMinimumGCAge: 1s\nimageMaximumGCAge: 20s\n",
+		cri:    []agenttest.ContainerdOption{agenttest.WithRegistryMirror(private, privateRegistry, wrongRegistry, saRegistry)},
 		flags: func(o *options) {
 			o.credProviderConfig, o.credProviderBinDir = config, bin
+			o.imageGCPeriod, o.containerGCPeriod = 2*time.Second, 2*time.Second
 		},
 	})
 	t.Cleanup(func() {
@@ -162,6 +166,101 @@ func TestImagePullsCredentialProvider(t *testing.T) {
 	e.waitPod(t, p.Name, 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	if got := calls(saLog); len(got) != 1 || !strings.HasPrefix(got[0], saRegistry+"/team/busybox token=ey") {
 		t.Errorf("sa provider calls %q, want one with a service-account token (a JWT)", got)
+	}
+
+	testProviderPullRecords(t, e, private, one, saImage)
+}
+
+// testProviderPullRecords: the pull records keep what the plugins' pulls
+// were for, as kubelet (KubeletEnsureSecretPulledImages, policy
+// NeverVerifyPreloadedImages): a plain provider's credentials are the
+// node's, so a second pod uses the image without a registry pull; a
+// token provider's are the service account's, so a second pod of the
+// same account does too. Once the pods are gone image GC removes the
+// image, and its record goes with it.
+func testProviderPullRecords(t *testing.T, e *env, private *agenttest.Registry, one, saImage string) {
+	imageID := private.ImageID(agenttest.BusyboxImage)
+	record := filepath.Join(e.rootDir, "image_manager", "pulled", hashFileName(imageID))
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatalf("no pulled record for %s: %v", imageID, err)
+	}
+	for _, want := range []string{`"` + privateRegistry + `/team/busybox":{"nodePodsAccessible":true}`,
+		`"` + saRegistry + `/team/busybox":{"kubernetesServiceAccounts":[{"uid":"`, `"namespace":"default","name":"default"}]}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("record %s lacks %s", b, want)
+		}
+	}
+	// The pod in ErrImagePull back-off asks the same registry path again
+	// and again: it goes first, so that only the pods below are counted.
+	if err := e.client.CoreV1().Pods("default").Delete(t.Context(), "credprov-wrong", *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := e.client.CoreV1().Pods("default").Get(t.Context(), "credprov-wrong", metav1.GetOptions{}); err != nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // a pull already under way ends
+	again := func(name, image string) {
+		t.Helper()
+		before := manifestRequests(t, private, "team/busybox")
+		p := simplePod(name, v1.RestartPolicyAlways, "sleep 3600")
+		p.Spec.Containers[0].Image = image
+		e.createPod(t, p)
+		e.waitPod(t, name, 90*time.Second, "Running", podRunning)
+		e.waitEvent(t, name, "Pulled", `Container image "`+image+`" already present on machine and can be accessed by the pod`)
+		if after := manifestRequests(t, private, "team/busybox"); after != before {
+			t.Errorf("%s: manifest requests went from %d to %d: the image was pulled again", name, before, after)
+		}
+	}
+	again("credprov-one-again", one)
+	again("credprov-sa-again", saImage)
+	m, err := e.scrape(t.Context(), "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m[`kubelet_imagemanager_image_mustpull_checks_total{result="credentialRecordFound"}`]; got < 2 {
+		t.Errorf("kubelet_imagemanager_image_mustpull_checks_total{result=credentialRecordFound} = %v, want at least 2", got)
+	}
+	if got := m["kubelet_imagemanager_ondisk_pulledrecords"]; got != 1 {
+		t.Errorf("kubelet_imagemanager_ondisk_pulledrecords = %v, want 1", got)
+	}
+
+	pods, err := e.client.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if err := e.client.CoreV1().Pods("default").Delete(t.Context(), p.Name, *metav1.NewDeleteOptions(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.cri.HasImage(one) {
+		if time.Now().After(deadline) {
+			t.Fatalf("image GC did not remove %s within 2m of its pods' deletion", one)
+		}
+		time.Sleep(time.Second)
+	}
+	// The prune follows the removal in the same pass.
+	for {
+		_, err := os.Stat(record)
+		if os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pulled record of the removed image %s is still there: %v", imageID, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	m, err = e.scrape(t.Context(), "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m["kubelet_imagemanager_ondisk_pulledrecords"]; got != 0 {
+		t.Errorf("kubelet_imagemanager_ondisk_pulledrecords = %v after the image's removal, want 0", got)
 	}
 }
 

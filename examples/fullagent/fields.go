@@ -155,7 +155,7 @@ func cgroupFields() []configField {
 		acted("qosReserved", "cgroupmgr"),
 		acted("runtimeRequestTimeout", "criruntime"),
 		noEffectField("hairpinMode", "with a CRI runtime hairpin traffic is the CNI plugin's configuration; kubelet v1.37 does not pass the field on either"),
-		acted("maxPods", "statusmgr (capacity), admission"),
+		acted("maxPods", "statusmgr (capacity), admission, pullrecords (cache sizes)"),
 		refused("podCIDR", "the CNI configuration assigns pod addresses"),
 		acted("podPidsLimit", "cgroupmgr"),
 		acted("resolvConf", "podopts (DNS)"),
@@ -168,7 +168,7 @@ func cgroupFields() []configField {
 		acted("kubeAPIQPS", "fullagent (the API client)"),
 		acted("kubeAPIBurst", "fullagent (the API client)"),
 		acted("serializeImagePulls", "criruntime"),
-		acted("maxParallelImagePulls", "criruntime"),
+		acted("maxParallelImagePulls", "criruntime, pullrecords (cache sizes)"),
 	}
 }
 

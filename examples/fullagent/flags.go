@@ -34,6 +34,9 @@ type options struct {
 	maxDeadPerContainer int
 	maxDeadContainers   int
 	containerGCPeriod   time.Duration
+	// imageGCPeriod is how often image GC runs (fixed at five minutes
+	// upstream).
+	imageGCPeriod time.Duration
 	// seccompDefault is --seccomp-default: on when it or seccompDefault is.
 	seccompDefault bool
 	// The image credential provider plugins (--image-credential-provider-config
@@ -187,6 +190,7 @@ func (o *options) bindNodeFlags(fs *pflag.FlagSet) {
 // bindAgentFlags binds fullagent's own flags.
 func (o *options) bindAgentFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.containerGCPeriod, "container-gc-period", time.Minute, "how often dead containers are garbage collected (fullagent's; fixed at 1m in kubelet)")
+	fs.DurationVar(&o.imageGCPeriod, "image-gc-period", 5*time.Minute, "how often unused images are garbage collected (fullagent's; fixed at 5m in kubelet)")
 	fs.BoolVar(&o.logJSON, "log-json", false, "an alias of --logging-format=json (fullagent's, kept for older command lines)")
 	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
 		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
@@ -61,10 +62,8 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	if err != nil {
 		return nil, err
 	}
-	maxPulls := 0
-	if cfg.MaxParallelImagePulls != nil {
-		maxPulls = int(*cfg.MaxParallelImagePulls)
-	}
+	a.pullRecords = records
+	maxPulls := maxParallelPulls(cfg)
 	a.runtime, err = criruntime.New(ctx, criruntime.Config{
 		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
@@ -79,13 +78,9 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		return nil, fmt.Errorf("container runtime: %w", err)
 	}
 	if records != nil {
-		// As kubelet at start-up: intents a previous run left (it stopped
-		// mid-pull) become records for the images that arrived.
-		imgs, err := a.runtime.ListImages(ctx)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Failed to list images for the image pull records")
+		if err := a.startPullRecords(ctx, records); err != nil {
+			return nil, err
 		}
-		records.Recover(ctx, imgs)
 	}
 	if cfg.CgroupDriver, err = cgroupDriverFromRuntime(ctx, a.runtime, cfg.CgroupDriver, cgroupDriverRetry); err != nil {
 		return nil, err
@@ -103,6 +98,37 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	return cache, nil
 }
 
+// startPullRecords registers the records' metrics and, as kubelet at
+// start-up, turns the intents a previous run left (it stopped mid-pull)
+// into records for the images that arrived; then it prunes the records of
+// images no longer on the node.
+func (a *agent) startPullRecords(ctx context.Context, records *pullrecords.Verifier) error {
+	if err := records.RegisterMetrics(a.metrics.reg); err != nil { // kubelet_imagemanager_*
+		return err
+	}
+	listed := time.Now()
+	imgs, err := a.runtime.ListImages(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Failed to list images for the image pull records")
+		return nil
+	}
+	records.Recover(ctx, imgs)
+	ids := make([]string, 0, len(imgs))
+	for _, img := range imgs {
+		ids = append(ids, img.GetId())
+	}
+	records.Prune(ctx, ids, listed)
+	return nil
+}
+
+// maxParallelPulls is maxParallelImagePulls; 0 (no limit) when unset.
+func maxParallelPulls(cfg *kubeletv1beta1.KubeletConfiguration) int {
+	if cfg.MaxParallelImagePulls == nil {
+		return 0
+	}
+	return int(*cfg.MaxParallelImagePulls)
+}
+
 // pullRecords opens the image pull records under the root dir when
 // KubeletEnsureSecretPulledImages is on (kubeletconfig has checked the
 // policy and the allowlist against the gate); nil when it is off, and a
@@ -112,7 +138,8 @@ func pullRecords(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCon
 		return nil, nil
 	}
 	v, err := pullrecords.New(ctx, pullrecords.Config{RootDir: o.rootDir,
-		Policy: cfg.ImagePullCredentialsVerificationPolicy, Allowlist: cfg.PreloadedImagesVerificationAllowlist})
+		Policy: cfg.ImagePullCredentialsVerificationPolicy, Allowlist: cfg.PreloadedImagesVerificationAllowlist,
+		MaxPods: int(cfg.MaxPods), MaxParallelPulls: maxParallelPulls(cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("image pull records (imagePullCredentialsVerificationPolicy, preloadedImagesVerificationAllowlist): %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
+	"github.com/nodekit/nodekit/pullrecords"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -77,7 +78,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 			HighThresholdPercent: int(*cfg.ImageGCHighThresholdPercent), LowThresholdPercent: int(*cfg.ImageGCLowThresholdPercent),
 			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
 		},
-		PinnedImages: pinned, Events: recorder, NodeRef: nodeRef,
+		PinnedImages: pinned, Events: recorder, NodeRef: nodeRef, Records: imageRecords(a.pullRecords), Period: o.imageGCPeriod,
 	}, a.runtime, a.runtime, a.stats)
 	if err != nil {
 		return nil, fmt.Errorf("imageGC: %w", err)
@@ -133,3 +134,12 @@ var _ gc.PodStateProvider = (*syncloop.Loop)(nil)
 
 // Image GC counts the images of image volumes as in use.
 var _ gc.MountedImageLister = (*criruntime.Runtime)(nil)
+
+// imageRecords is the pull records image GC prunes; nil (not a nil
+// pointer in an interface) when they are off.
+func imageRecords(v *pullrecords.Verifier) gc.RecordPruner {
+	if v == nil {
+		return nil
+	}
+	return v
+}

@@ -60,7 +60,7 @@ func TestVerifiedPulls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !v.MustPull(t.Context(), image, imageID, nil, nil) {
+		if !v.MustPull(t.Context(), image, imageID, nil) {
 			t.Error("records read back from the root dir let a pod without the secret use the image")
 		}
 	})
@@ -94,11 +94,20 @@ func TestVerifiedPulls(t *testing.T) {
 	})
 
 	t.Run("the records survive a restart of the agent", func(t *testing.T) {
+		// A record of an image that left the node while the agent was
+		// down (kubelet's file, as it writes one) is pruned at start.
+		gone := "sha256:" + strings.Repeat("0", 64)
+		stale := filepath.Join(e.rootDir, "image_manager", "pulled", hashFileName(gone))
+		writeFile(t, stale, `{"kind":"ImagePulledRecord","apiVersion":"kubelet.config.k8s.io/v1beta1","lastUpdatedTime":"2026-01-01T00:00:00Z","imageRef":"`+gone+`","credentialMapping":{"gone.example/app":{"nodePodsAccessible":true}}}`)
 		e.restartAgent(t)
 		e.createPod(t, pod("restart-no-secret", ""))
 		e.waitPod(t, "restart-no-secret", 90*time.Second, "ErrImagePull or ImagePullBackOff", func(p *v1.Pod) bool {
 			return waitingReason("app", "ErrImagePull")(p) || waitingReason("app", "ImagePullBackOff")(p)
 		})
+		// The agent has started (it ran the pod): the prune is behind it.
+		if _, err := os.Stat(stale); !os.IsNotExist(err) {
+			t.Errorf("the record of an image not on the node survived the start: %v", err)
+		}
 		before := manifestRequests(t, private, repo)
 		e.createPod(t, pod("restart-secret", "regcred"))
 		e.waitPod(t, "restart-secret", 90*time.Second, "Running", running)
