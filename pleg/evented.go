@@ -73,6 +73,7 @@ func (e *Evented) Run(ctx context.Context) error {
 		go func() { streamDone <- e.eventer.ContainerEvents(ctx, events) }()
 	}
 	startStream()
+	go e.g.serveRequests(ctx)
 	e.g.Relist(ctx)
 	timer := e.g.opts.Clock.NewTimer(e.g.opts.RelistPeriod)
 	defer timer.Stop()

@@ -98,6 +98,8 @@ type Generic struct {
 	old, cur  map[types.UID]*nodekit.Pod
 	reinspect map[types.UID]*nodekit.Pod
 
+	requests chan relistRequest // RequestRelist's
+
 	healthMu   sync.Mutex
 	lastRelist time.Time
 }
@@ -121,6 +123,7 @@ func NewGeneric(rt Runtime, cache *Cache, opts Options) *Generic {
 		events:    make(chan *Event, eventChannelCapacity),
 		old:       map[types.UID]*nodekit.Pod{},
 		reinspect: map[types.UID]*nodekit.Pod{},
+		requests:  make(chan relistRequest, relistRequestCapacity),
 	}
 }
 
@@ -129,8 +132,10 @@ func NewGeneric(rt Runtime, cache *Cache, opts Options) *Generic {
 // still updated, so the periodic sync repairs what was missed.
 func (g *Generic) Events() <-chan *Event { return g.events }
 
-// Run relists every RelistPeriod until ctx is done.
+// Run relists every RelistPeriod, and the pods RequestRelist asks for at
+// once, until ctx is done.
 func (g *Generic) Run(ctx context.Context) error {
+	go g.serveRequests(ctx)
 	t := g.opts.Clock.NewTicker(g.opts.RelistPeriod)
 	defer t.Stop()
 	for {

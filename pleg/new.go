@@ -1,6 +1,10 @@
 package pleg
 
-import "context"
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // PLEG is what a node agent runs of a pod lifecycle event generator;
 // Generic and Evented both are one.
@@ -15,6 +19,8 @@ type PLEG interface {
 	Events() <-chan *Event
 	// Healthy reports an error once relisting has stalled.
 	Healthy() error
+	// RequestRelist relists one pod at once (on-demand relist).
+	RequestRelist(ctx context.Context, uid types.UID, name, namespace string)
 }
 
 var (
@@ -38,3 +44,8 @@ func New(rt Runtime, cache *Cache, opts Options) PLEG {
 // Relist is the Generic's synchronous step: the evented PLEG's events are
 // consumed only by Run.
 func (e *Evented) Relist(ctx context.Context) { e.g.Relist(ctx) }
+
+// RequestRelist is the Generic's: the pod is relisted at once.
+func (e *Evented) RequestRelist(ctx context.Context, uid types.UID, name, namespace string) {
+	e.g.RequestRelist(ctx, uid, name, namespace)
+}

@@ -42,6 +42,15 @@ type OrphanStatusRemover interface {
 	RemoveOrphanedStatuses(keep map[types.UID]bool)
 }
 
+// Relister relists one pod at once (pleg.Generic and pleg.Evented
+// implement it): the loop asks for it after a sync that changed the pod
+// without error, so the pod's new state (its containers running) reaches
+// the cache and the status without waiting for the periodic relist, as
+// upstream's on-demand relist (PLEGOnDemandRelist, GA in v1.37).
+type Relister interface {
+	RequestRelist(ctx context.Context, uid types.UID, name, namespace string)
+}
+
 // MirrorClient creates and deletes the mirror pods of static pods. Nil
 // means static pods get no mirror (standalone mode).
 type MirrorClient interface {

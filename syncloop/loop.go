@@ -95,6 +95,10 @@ type Config struct {
 	// Resizer carries out in-place resizes (package allocation). Nil: not
 	// acted on.
 	Resizer Resizer
+	// Relister, if set, is asked to relist a pod right after a sync that
+	// changed it (the PLEG: pleg.New's result). Nil: the periodic relist
+	// brings the change.
+	Relister Relister
 	// ResourceHealth fills the regular containers' allocatedResourcesStatus,
 	// each in turn (upstream: device plugins, then DRA). Empty: none is
 	// reported. A health change should wake the pod through ProbeUpdates.
@@ -176,7 +180,7 @@ func New(cfg Config) (*Loop, error) {
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes, dra: cfg.DynamicResources,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
 		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
-		health:  cfg.ResourceHealth,
+		health: cfg.ResourceHealth, relist: cfg.Relister,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},

@@ -50,6 +50,7 @@ type syncer struct {
 	metrics  Metrics
 	resize   Resizer
 	health   []ResourceHealth
+	relist   Relister
 	crash    *backoff
 	pull     *backoff
 	reasonMu sync.Mutex
@@ -244,6 +245,9 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	}
 	s.runPostStartHooks(ctx, pod, res)
 	err := res.Err()
+	if err == nil && len(res.Results) > 0 && s.relist != nil {
+		s.relist.RequestRelist(ctx, pod.UID, pod.Name, pod.Namespace)
+	}
 	if err != nil {
 		// Show the failure reasons now rather than at the next sync.
 		s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
