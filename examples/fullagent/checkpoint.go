@@ -13,6 +13,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -58,13 +63,20 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 		path = checkpointPath(o.rootDir)
 	}
 	live := podopts.FromClient(a.client)
+	// Services from an informer's cache, as kubelet's service lister
+	// (live LISTs only until it has synced): no LIST per pod start.
+	if a.apiInformer == nil {
+		a.apiInformer = newAPIInformer(a.client)
+	}
+	svc := a.apiInformer.Core().V1().Services()
+	services := informerServices{lister: svc.Lister(), synced: svc.Informer().HasSynced, live: live}
 	// ConfigMaps and Secrets are watched one object at a time, as
 	// upstream's default (configMapAndSecretChangeDetectionStrategy:
 	// Watch): volume refreshes send no requests for unchanged objects.
 	a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
 	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.client, a.nodeName), podconfig.CheckpointConfig{
 		Path: path, NodeName: a.nodeName,
-		ConfigMaps: a.watching, Secrets: a.watching, Services: live,
+		ConfigMaps: a.watching, Secrets: a.watching, Services: services,
 		Tokens: volumemgr.FromClient(a.client),
 		Node:   admission.NodeFunc(a.cachedNode),
 	})
@@ -181,4 +193,32 @@ func (a *agent) waitNodeCache(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		klog.FromContext(ctx).Info("The API server has not listed the Node yet; admitting pods against the checkpointed or local Node meanwhile", "node", a.nodeName)
 	}
+}
+
+// informerServices lists Services from the API informer's cache once it
+// has synced, as kubelet reads them from its service informer, and from
+// the API server (live) before that. The Services it returns are the
+// cache's: callers must not change them.
+type informerServices struct {
+	lister corelisters.ServiceLister
+	synced cache.InformerSynced
+	live   podopts.ServiceLister
+}
+
+func (s informerServices) ListServices(ctx context.Context, namespace string) ([]*v1.Service, error) {
+	if !s.synced() {
+		return s.live.ListServices(ctx, namespace)
+	}
+	return s.lister.Services(namespace).List(labels.Everything())
+}
+
+// newAPIInformer is the factory of the agent's cluster-wide informers
+// (Services, RuntimeClasses), their objects kept without managedFields.
+func newAPIInformer(c kubernetes.Interface) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	}))
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
@@ -265,7 +264,9 @@ func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRe
 	}
 	a.classes = &runtimeClasses{}
 	if a.client != nil {
-		a.apiInformer = informers.NewSharedInformerFactory(a.client, 0)
+		if a.apiInformer == nil { // the API source made it (checkpoint.go)
+			a.apiInformer = newAPIInformer(a.client)
+		}
 		a.classes.lister = a.apiInformer.Node().V1().RuntimeClasses().Lister()
 	}
 	h.node, err = a.nodeGetter(ctx, h.machine)
