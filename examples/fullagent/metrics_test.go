@@ -59,12 +59,15 @@ func TestMetricsMove(t *testing.T) {
 		e.waitPod(t, p.Name, 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	}
 
-	// The PLEG counts running pods on its next relist (every second).
+	// The PLEG counts running pods and containers on its next periodic
+	// relist (every second); a pod can be Running before it (the
+	// on-demand relist), so wait for both counts.
 	var m map[string]float64
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		m, last = e.scrape(ctx, "metrics")
-		return last == nil && m["kubelet_running_pods"] == float64(len(pods)), nil
+		return last == nil && m["kubelet_running_pods"] == float64(len(pods)) &&
+			m[`kubelet_running_containers{container_state="running"}`] >= float64(len(pods)), nil
 	})
 	if err != nil {
 		t.Fatalf("kubelet_running_pods = %v, want %d (last error %v)", m["kubelet_running_pods"], len(pods), last)
