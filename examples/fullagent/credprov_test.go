@@ -208,6 +208,8 @@ func testProviderMetrics(t *testing.T, e *env, config string, good, sa []string)
 	if failed < 1 || ran < failed {
 		t.Errorf("failing-provider: %s = %v, %s = %v; want at least 1 error, each a run", errs, failed, duration, ran)
 	}
+	t.Logf("plugin runs: good %v, sa %v, bad %v, failing %v (errors %v)", count(duration, "good-provider"), count(duration, "sa-provider"),
+		count(duration, "bad-provider"), ran, failed)
 	for _, p := range []string{"good-provider", "bad-provider", "sa-provider"} {
 		if got := count(errs, p); got != 0 {
 			t.Errorf("%s{%s} = %v, want 0", errs, p, got)
