@@ -53,7 +53,7 @@ CONTAINERD_PKGS = ./internal/localcri $(shell grep -rl --include='*_test.go' --e
 # Tests that pin their containerd in code run once, in their runtime's pass
 # (running them in the other pass would repeat the same run).
 PINNED_16 = ^(TestPodSecurity|TestSecurityPodsSideBySide|TestImageVolumeContainerd16|TestSystemdCgroupDriverContainerd16)$$
-PINNED_2 = ^(TestPodSecurityContainerd2|TestUserPodsSideBySide|TestImageVolumeIntegration|TestDRAEndToEnd|TestDRADeviceHealth|TestSystemdCgroupDriverPods)$$
+PINNED_2 = ^(TestPodSecurityContainerd2|TestUserPodsSideBySide|TestImageVolumeIntegration|TestDRAEndToEnd|TestDRADeviceHealth|TestSystemdCgroupDriverPods|TestSystemdCgroupDriverQOSReserved)$$
 
 test: tools vet
 	$(GO) test -count=1 -v -run '^(TestControlPlane|TestContainerdIntegration)$$' ./agenttest ./criruntime 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|readyz|sandbox|SIGTERM|containerd is ready'

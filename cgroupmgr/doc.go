@@ -40,7 +40,8 @@
 // gives the runtime ("/kubepods.slice/kubepods-burstable.slice/
 // kubepods-burstable-pod<UID>.slice"; containerd's systemd mode takes its
 // last element as the parent slice of the pod's scopes). It is tested
-// against a real systemd 252 on cgroup v1 (the hybrid layout), with runc's
+// against a real systemd 252 on cgroup v1 (the hybrid layout), QOSReserved's
+// memory limits on the QoS slices included, with runc's
 // systemd driver putting a container in a scope of a pod's slice, and end
 // to end in examples/fullagent (containerd with SystemdCgroup, the slices
 // compared with kubelet v1.37.2's); the v2 properties are unit-tested

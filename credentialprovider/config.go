@@ -1,6 +1,8 @@
 package credentialprovider
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -34,18 +36,27 @@ var apiVersions = []string{
 // is an error naming it and the file. It does not validate; see
 // ValidateConfig.
 func ReadConfig(path string) (*kubeletv1.CredentialProviderConfig, error) {
+	cfg, _, err := readConfig(path)
+	return cfg, err
+}
+
+// readConfig is ReadConfig that also returns the configuration's hash, as
+// kubelet computes it for kubelet_credential_provider_config_info:
+// "sha256:" and the hex SHA-256 of every file read, in order, each as its
+// length (8 bytes, big-endian) then its content.
+func readConfig(path string) (*kubeletv1.CredentialProviderConfig, string, error) {
 	if path == "" {
-		return nil, errors.New("credential provider config path is empty")
+		return nil, "", errors.New("credential provider config path is empty")
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("unable to access path %q: %w", path, err)
+		return nil, "", fmt.Errorf("unable to access path %q: %w", path, err)
 	}
 	files := []string{path}
 	if fi.IsDir() {
 		entries, err := os.ReadDir(path)
 		if err != nil {
-			return nil, fmt.Errorf("unable to read directory %q: %w", path, err)
+			return nil, "", fmt.Errorf("unable to read directory %q: %w", path, err)
 		}
 		files = files[:0]
 		for _, e := range entries {
@@ -58,33 +69,36 @@ func ReadConfig(path string) (*kubeletv1.CredentialProviderConfig, error) {
 		}
 		slices.Sort(files)
 		if len(files) == 0 {
-			return nil, fmt.Errorf("no configuration files found in directory %q", path)
+			return nil, "", fmt.Errorf("no configuration files found in directory %q", path)
 		}
 	}
 	merged := &kubeletv1.CredentialProviderConfig{}
 	seen := sets.New[string]()
+	hash := sha256.New()
 	for _, f := range files {
-		cfg, err := decodeConfig(f)
+		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return nil, "", fmt.Errorf("unable to read file %q: %w", f, err)
+		}
+		_ = binary.Write(hash, binary.BigEndian, uint64(len(data))) // a hash.Hash never fails a write
+		hash.Write(data)
+		cfg, err := decodeConfig(f, data)
+		if err != nil {
+			return nil, "", err
 		}
 		for _, p := range cfg.Providers {
 			if seen.Has(p.Name) {
-				return nil, fmt.Errorf("duplicate provider name %q found in configuration file(s)", p.Name)
+				return nil, "", fmt.Errorf("duplicate provider name %q found in configuration file(s)", p.Name)
 			}
 			seen.Insert(p.Name)
 			merged.Providers = append(merged.Providers, p)
 		}
 	}
-	return merged, nil
+	return merged, fmt.Sprintf("sha256:%x", hash.Sum(nil)), nil
 }
 
-// decodeConfig reads one file strictly.
-func decodeConfig(file string) (*kubeletv1.CredentialProviderConfig, error) {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("unable to read file %q: %w", file, err)
-	}
+// decodeConfig decodes one file's data strictly.
+func decodeConfig(file string, data []byte) (*kubeletv1.CredentialProviderConfig, error) {
 	cfg := &kubeletv1.CredentialProviderConfig{}
 	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
 		return nil, fmt.Errorf("error decoding config %q: %w", file, err)

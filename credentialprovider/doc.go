@@ -18,8 +18,16 @@
 // optional annotations; its answers are cached per service account (and
 // per token with cacheType Token). Config.ServiceAccounts reads accounts
 // and requests tokens; without it such a provider is refused at Load,
-// naming the field. The package does not pull, does not read pull
-// secrets, and keeps no plugin metrics.
+// naming the field.
+//
+// Keyring.RegisterMetrics registers kubelet's plugin metrics with the
+// agent's registry: kubelet_credential_provider_plugin_duration and
+// kubelet_credential_provider_plugin_errors_total per plugin_name,
+// updated on every run of a provider's binary, and
+// kubelet_credential_provider_config_info{hash} with kubelet's hash of
+// the configuration files (Keyring.ConfigHash).
+//
+// The package does not pull and does not read pull secrets.
 //
 // Usage:
 //

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	credv1 "k8s.io/kubelet/pkg/apis/credentialprovider/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,6 +38,8 @@ type execPlugin struct {
 	apiVersion string
 	args       []string
 	env        []string // the process environment, then the config's env
+	clock      clock.PassiveClock
+	metrics    *metrics // nil: none kept
 }
 
 // run asks the plugin about image (with the service account's token and
@@ -56,10 +59,12 @@ func (e *execPlugin) run(ctx context.Context, image, token string, annotations m
 	cmd := exec.CommandContext(ctx, e.bin, e.args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(req), &stdout, &stderr
 	cmd.Env = e.env
+	start := e.clock.Now()
 	err = cmd.Run()
 	if ctx.Err() != nil {
 		err = ctx.Err()
 	}
+	e.metrics.observe(e.name, e.clock.Since(start).Seconds(), err != nil)
 	if err != nil {
 		return nil, fmt.Errorf("error execing credential provider plugin %s for image %s: %w: %s", e.name, image, err, stderr.String())
 	}

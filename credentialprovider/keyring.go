@@ -39,7 +39,9 @@ type Config struct {
 
 // Keyring holds the configured providers. Safe for concurrent use.
 type Keyring struct {
-	providers []*provider
+	providers  []*provider
+	configHash string
+	metrics    *metrics
 }
 
 // Load reads and validates the config and checks each provider's binary,
@@ -51,7 +53,7 @@ func Load(cfg Config) (*Keyring, error) {
 		}
 		return nil, fmt.Errorf("error inspecting binary directory %s: %w", cfg.BinDir, err)
 	}
-	pc, err := ReadConfig(cfg.ConfigPath)
+	pc, hash, err := readConfig(cfg.ConfigPath)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +74,7 @@ func Load(cfg Config) (*Keyring, error) {
 	if cfg.Environ == nil {
 		cfg.Environ = os.Environ
 	}
-	k := &Keyring{}
+	k := &Keyring{configHash: hash, metrics: newMetrics(hash)}
 	for _, p := range pc.Providers {
 		bin, err := exec.LookPath(filepath.Join(cfg.BinDir, p.Name))
 		if err != nil {
@@ -87,7 +89,7 @@ func Load(cfg Config) (*Keyring, error) {
 		}
 		pr := &provider{
 			name: p.Name, matchImages: p.MatchImages, defaultCache: p.DefaultCacheDuration.Duration,
-			plugin: &execPlugin{name: p.Name, bin: bin, apiVersion: p.APIVersion, args: p.Args, env: env},
+			plugin: &execPlugin{name: p.Name, bin: bin, apiVersion: p.APIVersion, args: p.Args, env: env, clock: cfg.Clock, metrics: k.metrics},
 			clock:  cfg.Clock, cache: map[string]cacheEntry{}, inflight: map[string]*flight{}, lastPurge: cfg.Clock.Now(),
 		}
 		if p.TokenAttributes != nil && cfg.ServiceAccountTokens {

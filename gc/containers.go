@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -190,14 +191,19 @@ type ContainerGCConfig struct {
 	Period       time.Duration
 	SourcesReady SourcesReady
 	Clock        clock.WithTicker
+	// TracerProvider, when set, traces each GarbageCollect (and so each
+	// Reclaim) in a span named as upstream's, Containers/GarbageCollect;
+	// the runtime calls of the pass run under it. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // ContainerGC removes dead containers, dead sandboxes and the log
 // directories of gone pods.
 type ContainerGC struct {
-	cfg   ContainerGCConfig
-	rt    ContainerRuntime
-	state PodStateProvider
+	cfg    ContainerGCConfig
+	rt     ContainerRuntime
+	state  PodStateProvider
+	tracer trace.Tracer
 }
 
 // NewContainerGC returns a container GC over rt; state must not be nil.
@@ -211,7 +217,7 @@ func NewContainerGC(cfg ContainerGCConfig, rt ContainerRuntime, state PodStatePr
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &ContainerGC{cfg: cfg, rt: rt, state: state}, nil
+	return &ContainerGC{cfg: cfg, rt: rt, state: state, tracer: tracerOf(cfg.TracerProvider)}, nil
 }
 
 // GarbageCollect is one pass: plan from the runtime's pods, remove the
@@ -220,6 +226,8 @@ func NewContainerGC(cfg ContainerGCConfig, rt ContainerRuntime, state PodStatePr
 // the runtime and returns the errors joined; a failed removal does not
 // stop the others.
 func (g *ContainerGC) GarbageCollect(ctx context.Context, evictNonDeleted bool) error {
+	ctx, span := g.tracer.Start(ctx, containerGCSpan)
+	defer span.End()
 	logger := klog.FromContext(ctx)
 	pods, err := g.rt.ListPods(ctx, true)
 	if err != nil {

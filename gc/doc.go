@@ -12,7 +12,12 @@
 // PodLister, ImageFsStats) with a GarbageCollect step, a Run loop and a
 // Reclaim method the eviction manager calls under disk pressure. After
 // each image pass a RecordPruner (the image pull records), when given,
-// is told which images are left, as upstream's post-GC hook.
+// is told which images are left, as upstream's post-GC hook. With a
+// TracerProvider in their Config, each container GC pass (Reclaim
+// included) and each image GarbageCollect is a span named as upstream
+// kubelet's, Containers/GarbageCollect and Images/GarbageCollect, with the
+// runtime calls of the pass under it (image Reclaim has none, as
+// upstream's DeleteUnusedImages).
 //
 // It does not decide pod lifecycle: it only removes what is already dead,
 // and asks a PodStateProvider whether a pod's content may go.

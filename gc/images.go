@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -210,6 +211,11 @@ type ImageGCConfig struct {
 	// removes the pull records of the images no longer on the node. It
 	// is given every image the pass found and did not remove.
 	Records RecordPruner
+	// TracerProvider, when set, traces each GarbageCollect in a span
+	// named as upstream's, Images/GarbageCollect; the runtime calls of
+	// the pass run under it. Reclaim is not traced, as upstream's
+	// DeleteUnusedImages. Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // ImageGC removes unused images by age and by disk-use thresholds. It
@@ -220,6 +226,7 @@ type ImageGC struct {
 	pods   PodLister
 	fs     ImageFsStats
 	began  time.Time
+	tracer trace.Tracer
 
 	mu      sync.Mutex
 	records map[string]*ImageRecord
@@ -242,7 +249,8 @@ func NewImageGC(cfg ImageGCConfig, images ImageService, pods PodLister, fs Image
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &ImageGC{cfg: cfg, images: images, pods: pods, fs: fs, began: cfg.Clock.Now(), records: map[string]*ImageRecord{}}, nil
+	return &ImageGC{cfg: cfg, images: images, pods: pods, fs: fs, began: cfg.Clock.Now(), tracer: tracerOf(cfg.TracerProvider),
+		records: map[string]*ImageRecord{}}, nil
 }
 
 // Detect refreshes the records from the runtime and returns a copy.
@@ -324,6 +332,8 @@ func (g *ImageGC) remove(ctx context.Context, ids []string) (map[string]bool, er
 // upstream's FreeDiskSpaceFailed wording, also sent as an event) when it
 // could not free enough.
 func (g *ImageGC) GarbageCollect(ctx context.Context) error {
+	ctx, span := g.tracer.Start(ctx, imageGCSpan)
+	defer span.End()
 	began := g.cfg.Clock.Now()
 	records, err := g.Detect(ctx)
 	if err != nil {

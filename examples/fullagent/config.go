@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -56,7 +57,7 @@ func loadConfig(ctx context.Context, o *options) (*kubeletv1beta1.KubeletConfigu
 	if err := checkRefusedFields(cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := validateForAgent(cfg); err != nil {
+	if err := validateForAgent(cfg, gates); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return cfg, gates, nil
@@ -64,13 +65,42 @@ func loadConfig(ctx context.Context, o *options) (*kubeletv1beta1.KubeletConfigu
 
 // validateForAgent checks what the agent's packages parse beyond
 // kubelet's validation, naming the field.
-func validateForAgent(c *kubeletv1beta1.KubeletConfiguration) error {
+func validateForAgent(c *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) error {
 	if _, err := evictionThresholds(c); err != nil {
 		return err // names the field and the signal
+	}
+	if err := checkQOSReserved(c, gates); err != nil {
+		return err
 	}
 	return (gc.ImagePolicy{HighThresholdPercent: int(*c.ImageGCHighThresholdPercent), LowThresholdPercent: int(*c.ImageGCLowThresholdPercent),
 		MinAge: c.ImageMinimumGCAge.Duration, MaxAge: c.ImageMaximumGCAge.Duration}).Validate()
 }
+
+// checkQOSReserved refuses a qosReserved kubelet would not act on:
+// kubelet's QoS manager reserves memory only with the QOSReserved gate
+// (alpha, off by default) and with cgroupsPerQOS, and ignores the field
+// otherwise; here it is refused then, naming what is missing. Only
+// memory can be reserved, as kubelet's ParseQOSReserved.
+func checkQOSReserved(c *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) error {
+	if len(c.QOSReserved) == 0 {
+		return nil
+	}
+	for name := range c.QOSReserved {
+		if name != string(v1.ResourceMemory) {
+			return fmt.Errorf("qosReserved: cannot reserve %q resource", name)
+		}
+	}
+	if !gates.Enabled(featureQOSReserved) {
+		return fmt.Errorf("qosReserved: set, but the %s feature gate is off (kubelet ignores the field then): turn the gate on or leave the field unset", featureQOSReserved)
+	}
+	if c.CgroupsPerQOS != nil && !*c.CgroupsPerQOS {
+		return errors.New("qosReserved: set, but cgroupsPerQOS is false: there are no QoS cgroups to limit")
+	}
+	return nil
+}
+
+// featureQOSReserved is kubelet's QOSReserved gate (alpha).
+const featureQOSReserved featuregate.Feature = "QOSReserved"
 
 // featureEventedPLEG is kubelet's EventedPLEG gate.
 const featureEventedPLEG featuregate.Feature = "EventedPLEG"
@@ -103,6 +133,9 @@ func implementedGates() map[string]string {
 		"LoggingAlphaOptions": "on: logging.options split streams and info buffer sizes (component-base logs)",
 		"LoggingBetaOptions":  "off: logging.format json is refused (component-base logs)",
 		"ContextualLogging":   "off: klog.FromContext gives klog's global logger, as kubelet with the gate off",
+		// On, qosReserved is acted on (cgroupmgr); off (the default),
+		// the field is refused (checkQOSReserved).
+		string(featureQOSReserved): "on: qosReserved[memory] limits the burstable and besteffort QoS cgroups (cgroupmgr), as kubelet's setMemoryReserve",
 		// Off (the default), the generic PLEG relists alone every second.
 		string(featureEventedPLEG): "on: CRI container events refresh their pods at once, beside the 1 s relist (pleg.Evented), as kubelet v1.37",
 	}

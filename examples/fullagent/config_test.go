@@ -307,3 +307,29 @@ func TestConfigKubeadmNode(t *testing.T) {
 	e.createPod(t, simplePod("kubeadm", v1.RestartPolicyAlways, "sleep 3600"))
 	e.waitPod(t, "kubeadm", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 }
+
+// qosReserved is acted on with the QOSReserved gate only, as kubelet's QoS
+// manager; without the gate (kubelet ignores the field then), without
+// cgroupsPerQOS, or for another resource than memory it is refused,
+// naming the field.
+func TestConfigQOSReserved(t *testing.T) {
+	for _, tc := range []struct{ name, config, want string }{
+		{"gate on", "featureGates: {QOSReserved: true}\nqosReserved: {memory: 50%}\n", ""},
+		{"gate off", "qosReserved: {memory: 50%}\n", "qosReserved: set, but the QOSReserved feature gate is off"},
+		{"no cgroupsPerQOS", "featureGates: {QOSReserved: true}\ncgroupsPerQOS: false\nenforceNodeAllocatable: []\nqosReserved: {memory: 50%}\n", "qosReserved: set, but cgroupsPerQOS is false"},
+		{"cpu", "featureGates: {QOSReserved: true}\nqosReserved: {cpu: 50%}\n", `qosReserved: cannot reserve "cpu" resource`},
+		{"gate on, no field", "featureGates: {QOSReserved: true}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := loadWith(t, configHeader+tc.config, nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want %q", err, tc.want)
+			case tc.want == "" && tc.name == "gate on" && cfg.QOSReserved["memory"] != "50%":
+				t.Fatalf("qosReserved %v", cfg.QOSReserved)
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -8,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,7 +46,7 @@ func TestCredentialProviderFlags(t *testing.T) {
 			if err := o.checkRefusedFlags(); err != nil {
 				t.Fatalf("the flags are refused: %v", err)
 			}
-			creds, err := credentialProviders(o, gates, nil)
+			creds, err := credentialProviders(o, gates, nil, prometheus.NewRegistry())
 			switch {
 			case tc.want == "" && (err != nil || creds != nil):
 				t.Fatalf("credentialProviders = %v, %v; want nil, nil", creds, err)
@@ -84,21 +88,23 @@ func TestImagePullsCredentialProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"bad-provider", "sa-provider"} {
+	for _, name := range []string{"bad-provider", "sa-provider", "failing-provider"} {
 		if err := os.WriteFile(filepath.Join(bin, name), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	goodLog, badLog, saLog := filepath.Join(dir, "good.log"), filepath.Join(dir, "bad.log"), filepath.Join(dir, "sa.log")
-	provider := func(name, match, password, log string) string {
+	provider := func(name, match, password, log string, args ...string) string {
+		args = append([]string{`"-cache-key-type=Registry"`}, args...)
 		return "- name: " + name + "\n  matchImages: [\"" + match + "\"]\n  defaultCacheDuration: 10m\n" +
-			"  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [\"-cache-key-type=Registry\"]\n  env:\n" +
+			"  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  args: [" + strings.Join(args, ", ") + "]\n  env:\n" +
 			"  - {name: CREDPROVTEST_USERNAME, value: alice}\n  - {name: CREDPROVTEST_PASSWORD, value: " + password + "}\n" +
 			"  - {name: CREDPROVTEST_LOG, value: " + log + "}\n"
 	}
 	config := filepath.Join(dir, "credential-providers.yaml")
 	writeFile(t, config, "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"+
 		provider("good-provider", privateRegistry, "s3cret", goodLog)+provider("bad-provider", wrongRegistry, "wrong", badLog)+
+		provider("failing-provider", wrongRegistry, "unused", filepath.Join(dir, "failing.log"), `"-fail=no credentials today"`)+
 		provider("sa-provider", saRegistry, "s3cret", saLog)+"  tokenAttributes:\n    serviceAccountTokenAudience: "+saRegistry+
 		"\n    requireServiceAccount: true\n    cacheType: ServiceAccount\n")
 	// Image GC removes an image unused for 20s, and looks every 2s
@@ -168,7 +174,64 @@ func TestImagePullsCredentialProvider(t *testing.T) {
 		t.Errorf("sa provider calls %q, want one with a service-account token (a JWT)", got)
 	}
 
+	testProviderMetrics(t, e, config, calls(goodLog), calls(saLog))
 	testProviderPullRecords(t, e, private, one, saImage)
+}
+
+// testProviderMetrics reads kubelet's plugin metrics from /metrics: one
+// duration observation per run of a plugin (as many as the good and the
+// token provider's call logs hold), the failing provider's runs counted
+// in errors_total (the bad provider exits 0 with its wrong password: no
+// plugin error), and the config's hash (kubelet's: SHA-256 of the file's
+// length and content) in config_info.
+func testProviderMetrics(t *testing.T, e *env, config string, good, sa []string) {
+	t.Helper()
+	m, err := e.scrape(t.Context(), "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(name, plugin string) float64 {
+		return m[name+`{plugin_name="`+plugin+`"}`]
+	}
+	const duration = "kubelet_credential_provider_plugin_duration_count"
+	const errs = "kubelet_credential_provider_plugin_errors_total"
+	if got := count(duration, "good-provider"); got != float64(len(good)) {
+		t.Errorf("%s{good-provider} = %v, want %d (its runs)", duration, got, len(good))
+	}
+	if got := count(duration, "sa-provider"); got != float64(len(sa)) {
+		t.Errorf("%s{sa-provider} = %v, want %d (its runs)", duration, got, len(sa))
+	}
+	if got := count(duration, "bad-provider"); got < 1 {
+		t.Errorf("%s{bad-provider} = %v, want at least 1", duration, got)
+	}
+	failed, ran := count(errs, "failing-provider"), count(duration, "failing-provider")
+	if failed < 1 || ran < failed {
+		t.Errorf("failing-provider: %s = %v, %s = %v; want at least 1 error, each a run", errs, failed, duration, ran)
+	}
+	t.Logf("plugin runs: good %v, sa %v, bad %v, failing %v (errors %v)", count(duration, "good-provider"), count(duration, "sa-provider"),
+		count(duration, "bad-provider"), ran, failed)
+	for _, p := range []string{"good-provider", "bad-provider", "sa-provider"} {
+		if got := count(errs, p); got != 0 {
+			t.Errorf("%s{%s} = %v, want 0", errs, p, got)
+		}
+	}
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	_ = binary.Write(h, binary.BigEndian, uint64(len(b)))
+	h.Write(b)
+	info := fmt.Sprintf(`kubelet_credential_provider_config_info{hash="sha256:%x"}`, h.Sum(nil))
+	if m[info] != 1 {
+		var got []string
+		for k := range m {
+			if strings.HasPrefix(k, "kubelet_credential_provider_config_info") {
+				got = append(got, k)
+			}
+		}
+		t.Errorf("%s absent; config_info series %q", info, got)
+	}
 }
 
 // testProviderPullRecords: the pull records keep what the plugins' pulls

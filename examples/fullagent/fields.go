@@ -152,7 +152,7 @@ func cgroupFields() []configField {
 		acted("topologyManagerPolicy", "topology"),
 		acted("topologyManagerScope", "topology"),
 		acted("topologyManagerPolicyOptions", "topology"),
-		acted("qosReserved", "cgroupmgr"),
+		acted("qosReserved", "cgroupmgr, with the QOSReserved gate (alpha): memory limits of the burstable and besteffort QoS cgroups; refused without the gate (kubelet ignores it then), without cgroupsPerQOS, or for a resource other than memory"),
 		acted("runtimeRequestTimeout", "criruntime"),
 		noEffectField("hairpinMode", "with a CRI runtime hairpin traffic is the CNI plugin's configuration; kubelet v1.37 does not pass the field on either"),
 		acted("maxPods", "statusmgr (capacity), admission, pullrecords (cache sizes)"),

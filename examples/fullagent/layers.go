@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -53,7 +54,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 	if err != nil {
 		return nil, fmt.Errorf("create user namespace manager: kubelet mappings: %w", err)
 	}
-	creds, err := credentialProviders(o, a.gates, a.serviceAccounts())
+	creds, err := credentialProviders(o, a.gates, a.serviceAccounts(), a.metrics.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -149,8 +150,10 @@ func pullRecords(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCon
 // either flag is given, as kubelet: a missing bin dir or config, an
 // invalid config or a missing plugin binary stops the agent, naming it.
 // Nil when neither flag is set. sas (nil when standalone) serves the
-// providers with tokenAttributes.
-func credentialProviders(o *options, gates featuregate.FeatureGate, sas credentialprovider.ServiceAccounts) (criruntime.CredentialLookup, error) {
+// providers with tokenAttributes. The plugin metrics
+// (kubelet_credential_provider_*) are registered with reg once the
+// providers are loaded, as kubelet registers them then.
+func credentialProviders(o *options, gates featuregate.FeatureGate, sas credentialprovider.ServiceAccounts, reg prometheus.Registerer) (criruntime.CredentialLookup, error) {
 	if o.credProviderConfig == "" && o.credProviderBinDir == "" {
 		return nil, nil
 	}
@@ -161,6 +164,9 @@ func credentialProviders(o *options, gates featuregate.FeatureGate, sas credenti
 	})
 	if err != nil {
 		return nil, fmt.Errorf("image credential providers (--image-credential-provider-config, --image-credential-provider-bin-dir): %w", err)
+	}
+	if err := kr.RegisterMetrics(reg); err != nil {
+		return nil, err
 	}
 	return kr, nil
 }

@@ -61,7 +61,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		Policy:       gc.ContainerPolicy{MinAge: o.minContainerTTL, MaxPerPodContainer: o.maxDeadPerContainer, MaxContainers: o.maxDeadContainers},
 		PodLogsDir:   cfg.PodLogsDir,
 		Period:       o.containerGCPeriod,
-		SourcesReady: loop.SourcesReady,
+		SourcesReady: loop.SourcesReady, TracerProvider: a.tracer,
 	}, a.runtime, loop)
 	if err != nil {
 		return nil, err
@@ -79,6 +79,7 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 			MinAge: cfg.ImageMinimumGCAge.Duration, MaxAge: cfg.ImageMaximumGCAge.Duration,
 		},
 		PinnedImages: pinned, Events: recorder, NodeRef: nodeRef, Records: imageRecords(a.pullRecords), Period: o.imageGCPeriod,
+		TracerProvider: a.tracer,
 	}, a.runtime, a.runtime, a.stats)
 	if err != nil {
 		return nil, fmt.Errorf("imageGC: %w", err)

@@ -357,14 +357,15 @@ func stopSlices(t *testing.T, v *sdView) {
 
 // startSDAgent starts the private systemd, containerd of version in its
 // namespaces with SystemdCgroup = true, and fullagent there too, with
-// cgroupRoot "/" and the given cgroupDriver, and runs the pods on it.
-func startSDAgent(t *testing.T, version, driver string) (*sdView, *procEnv, []string, sdRun) {
+// cgroupRoot "/", the given cgroupDriver and the extra configuration
+// lines, and runs the pods on it.
+func startSDAgent(t *testing.T, version, driver string, extra ...string) (*sdView, *procEnv, []string, sdRun) {
 	t.Helper()
 	sd, enter := startSDSystemd(t)
 	v := newSDView(t, sd)
 	e := startProcEnvOpts(t, procEnvOptions{
 		cgroupRoot: "/", wrap: enter,
-		config: fmt.Sprintf("cgroupDriver: %s\npodPidsLimit: %d\n", driver, sdPodsLimit),
+		config: fmt.Sprintf("cgroupDriver: %s\npodPidsLimit: %d\n", driver, sdPodsLimit) + strings.Join(extra, ""),
 		cri: []agenttest.ContainerdOption{agenttest.WithContainerdVersion(version),
 			agenttest.WithSystemd(enter, sd.BusAddress)},
 	})
@@ -373,6 +374,33 @@ func startSDAgent(t *testing.T, version, driver string) (*sdView, *procEnv, []st
 		e.agent.waitLog(60*time.Second, "Using the cgroup driver the container runtime reports", `cgroupDriver="systemd"`)
 	}
 	return v, e, enter, runSDPods(t, v, e.env, testNode)
+}
+
+// runSDKubelet runs upstream kubelet v1.37.2 as node sd-kubelet on the
+// systemd and containerd of e (containerd 2: kubelet takes systemd from
+// the CRI), with the same configuration lines as the agent (podPidsLimit
+// and extra), and runs the pods on it.
+func runSDKubelet(t *testing.T, v *sdView, e *procEnv, enter []string, extra string) sdRun {
+	t.Helper()
+	kubeletBin := findKubelet(t)
+	dir := t.TempDir()
+	root := filepath.Join(dir, "root")
+	gw := e.cri.Gateway.String()
+	conf := kubeletconf.Common(kubeletconf.Node{
+		PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: e.cri.Endpoint, Address: gw,
+		ClientCAFile: e.cp.CAFile, HealthzAddress: gw,
+		Extra: fmt.Sprintf("podPidsLimit: %d\n", sdPodsLimit) + extra,
+	}) + kubeletconf.KubeletOnly("")
+	config := filepath.Join(dir, "kubelet.yaml")
+	writeFile(t, config, conf)
+	const node = "sd-kubelet"
+	args := append(kubeletconf.Args(e.cp.NodeKubeconfig(node), config, node, gw, root), "-v=2")
+	k := newAgentProcess(t, kubeletBin, filepath.Join(dir, "kubelet.log"), args)
+	k.wrap = enter
+	k.start()
+	t.Cleanup(func() { stopWrappedAgent(t, k) })
+	k.waitLog(60*time.Second, "Using cgroup driver setting received from the CRI runtime", `cgroupDriver="systemd"`)
+	return runSDPods(t, v, e.env, node)
 }
 
 // TestSystemdCgroupDriverContainerd16: containerd 1.6 does not report its
@@ -391,28 +419,7 @@ func TestSystemdCgroupDriverPods(t *testing.T) {
 		return
 	}
 	stopSlices(t, v)
-
-	// Upstream kubelet on the same systemd and containerd, with the same
-	// configuration lines.
-	kubeletBin := findKubelet(t)
-	dir := t.TempDir()
-	root := filepath.Join(dir, "root")
-	gw := e.cri.Gateway.String()
-	conf := kubeletconf.Common(kubeletconf.Node{
-		PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: e.cri.Endpoint, Address: gw,
-		ClientCAFile: e.cp.CAFile, HealthzAddress: gw,
-		Extra: fmt.Sprintf("podPidsLimit: %d\n", sdPodsLimit),
-	}) + kubeletconf.KubeletOnly("")
-	config := filepath.Join(dir, "kubelet.yaml")
-	writeFile(t, config, conf)
-	const node = "sd-kubelet"
-	args := append(kubeletconf.Args(e.cp.NodeKubeconfig(node), config, node, gw, root), "-v=2")
-	k := newAgentProcess(t, kubeletBin, filepath.Join(dir, "kubelet.log"), args)
-	k.wrap = enter
-	k.start()
-	t.Cleanup(func() { stopWrappedAgent(t, k) })
-	k.waitLog(60*time.Second, "Using cgroup driver setting received from the CRI runtime", `cgroupDriver="systemd"`)
-	theirs := runSDPods(t, v, e.env, node)
+	theirs := runSDKubelet(t, v, e, enter, "")
 	for _, key := range []string{"kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice", "guaranteed", "burstable", "besteffort"} {
 		for prop, want := range theirs[key] {
 			if got := ours[key][prop]; got != want {

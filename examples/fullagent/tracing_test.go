@@ -124,10 +124,14 @@ func TestNewTracerProvider(t *testing.T) {
 // An agent with tracing at a collector sends, for a pod it runs, the pod
 // worker's syncPod span with the pod's attributes and, in the same trace
 // under it, the CRI calls that made the sandbox and the container, as
-// kubelet does.
+// kubelet does; the API client's requests (the pod's status PATCH among
+// them) as client spans (kubelet's client-go transport wrapped by
+// component-base's tracing.WrapperFor); and the garbage collectors'
+// passes, named as kubelet's, with their CRI calls under them.
 func TestTracing(t *testing.T) {
 	c := startCollector(t)
-	e := startEnv(t, envOption{config: fmt.Sprintf("tracing:\n  endpoint: %s\n  samplingRatePerMillion: 1000000\n", c.addr)})
+	e := startEnv(t, envOption{config: fmt.Sprintf("tracing:\n  endpoint: %s\n  samplingRatePerMillion: 1000000\n", c.addr),
+		flags: func(o *options) { o.imageGCPeriod, o.containerGCPeriod = 2*time.Second, 2*time.Second }})
 	p := simplePod("traced", v1.RestartPolicyAlways, "sleep 3600")
 	e.createPod(t, p)
 	got := e.waitPod(t, "traced", 90*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
@@ -173,6 +177,74 @@ func TestTracing(t *testing.T) {
 	}
 	if sandbox.traceID != s.traceID || create.traceID != syncs[create.parent].traceID {
 		t.Errorf("CRI spans in another trace than their syncPod: %v, %v, %v", s, sandbox, create)
+	}
+	testAPISpans(t, c, "/api/v1/namespaces/default/pods/traced/status")
+	testGCSpans(t, c)
+}
+
+// testAPISpans finds the API client's span of the PATCH of the pod's
+// status (path): otelhttp's client span, "HTTP PATCH" with the request's
+// method and URL, from the agent's resource.
+func testAPISpans(t *testing.T, c *otlpCollector, path string) {
+	t.Helper()
+	var patch collectedSpan
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, s := range c.collected() {
+			if s.name == "HTTP PATCH" && strings.HasSuffix(strings.SplitN(s.attrs["url.full"], "?", 2)[0], path) {
+				patch = s
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var api []string
+		for _, s := range c.collected() {
+			if strings.HasPrefix(s.name, "HTTP ") {
+				api = append(api, s.name+" "+s.attrs["url.full"])
+			}
+		}
+		t.Fatalf("within 30s: no HTTP PATCH span of %s; API spans: %q", path, api)
+	}
+	if patch.attrs["http.request.method"] != "PATCH" || patch.resource["service.name"] != "kubelet" {
+		t.Errorf("status PATCH span %v (resource %v), want http.request.method PATCH from service.name kubelet", patch, patch.resource)
+	}
+	t.Logf("status PATCH span: %v", patch)
+}
+
+// testGCSpans finds a pass of each garbage collector, named as kubelet's
+// (Containers/GarbageCollect, Images/GarbageCollect), each with the CRI
+// listing it made as a child span.
+func testGCSpans(t *testing.T, c *otlpCollector) {
+	t.Helper()
+	want := map[string]string{
+		"Containers/GarbageCollect": "runtime.v1.RuntimeService/ListContainers",
+		"Images/GarbageCollect":     "runtime.v1.ImageService/ListImages",
+	}
+	found := map[string]bool{}
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		spans := c.collected()
+		passes := map[string]string{} // spanID -> name
+		for _, s := range spans {
+			if _, ok := want[s.name]; ok {
+				passes[s.spanID] = s.name
+			}
+		}
+		for _, s := range spans {
+			if pass, ok := passes[s.parent]; ok && want[pass] == s.name {
+				found[pass] = true
+			}
+		}
+		return len(found) == len(want), nil
+	})
+	if err != nil {
+		var names []string
+		for _, s := range c.collected() {
+			if !strings.HasPrefix(s.name, "HTTP ") {
+				names = append(names, s.name)
+			}
+		}
+		t.Fatalf("within 30s: GC passes with their CRI listing found %v, want %v; spans: %q", found, want, names)
 	}
 }
 
