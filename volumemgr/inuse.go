@@ -167,7 +167,7 @@ func (m *Manager) attachGate(ctx context.Context, o op) error {
 	reported := m.reportedInUse[name]
 	m.mu.Unlock()
 	if !reported {
-		return &PendingError{Err: fmt.Errorf("Volume has not been added to the list of VolumesInUse in the node's volume status for volume %q", name)}
+		return &PendingError{Err: fmt.Errorf("Volume has not been added to the list of VolumesInUse in the node's volume status for volume %q", name)} //nolint:staticcheck // upstream's wording
 	}
 	return nil
 }

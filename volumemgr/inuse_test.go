@@ -115,7 +115,7 @@ func TestVolumesInUseGate(t *testing.T) {
 // and records no event; a StepError names its step and volume in the
 // FailedMount event.
 func TestPendingAndStepErrors(t *testing.T) {
-	p := &attachablePlugin{waitErr: &volumemgr.PendingError{Err: errors.New("Volume not attached according to node status")}}
+	p := &attachablePlugin{waitErr: &volumemgr.PendingError{Err: errors.New("Volume not attached according to node status")}} //nolint:staticcheck // upstream's wording
 	f := newFixture(t, func(c *volumemgr.Config) { c.Plugins = []volumemgr.Plugin{p} })
 	pod := testPod("db", hostPathVolume("local", "/attach/local"))
 	f.m.AddPod(pod)

@@ -109,10 +109,10 @@ func (p *Plugin) waitForAttach(ctx context.Context, src *source) (map[string]str
 	name := UniqueVolumeName(src.driver, src.handle)
 	node, err := p.cfg.Attach.GetNode(ctx, string(p.cfg.NodeName))
 	if err != nil {
-		return nil, &volumemgr.PendingError{Err: fmt.Errorf("VerifyControllerAttachedVolume failed fetching node from API server for volume %q : %w", specName, err)}
+		return nil, &volumemgr.PendingError{Err: fmt.Errorf("VerifyControllerAttachedVolume failed fetching node from API server for volume %q : %w", specName, err)} //nolint:staticcheck // upstream's wording
 	}
 	if !slices.ContainsFunc(node.Status.VolumesAttached, func(a v1.AttachedVolume) bool { return a.Name == name }) {
-		return nil, &volumemgr.PendingError{Err: fmt.Errorf("Volume not attached according to node status for volume %q", specName)}
+		return nil, &volumemgr.PendingError{Err: fmt.Errorf("Volume not attached according to node status for volume %q", specName)} //nolint:staticcheck // upstream's wording
 	}
 	id := attachmentName(src.handle, src.driver, string(p.cfg.NodeName))
 	step := func(err error) error {
