@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +31,11 @@ func (*attachablePlugin) CanSupport(vol *v1.Volume) bool {
 	return vol.HostPath != nil && strings.HasPrefix(vol.HostPath.Path, "/attach")
 }
 func (p *attachablePlugin) AttachableName(_ context.Context, req *volumemgr.AttachableRequest) (v1.UniqueVolumeName, error) {
-	if req.Volume == nil || !strings.HasPrefix(req.Volume.HostPath.Path, "/attach/ctl") {
+	if req.Volume == nil { // found on disk: SetUp left the name
+		b, err := os.ReadFile(filepath.Join(req.Dir, "name"))
+		return v1.UniqueVolumeName(b), err
+	}
+	if !strings.HasPrefix(req.Volume.HostPath.Path, "/attach/ctl") {
 		return "", nil
 	}
 	return v1.UniqueVolumeName("example.com/attach^" + req.Volume.HostPath.Path), nil
@@ -42,7 +47,14 @@ func (p *attachablePlugin) SetUp(_ context.Context, req *volumemgr.SetUpRequest)
 		return nil, p.waitErr
 	}
 	p.setUps = append(p.setUps, req.Volume.Name)
-	return &volumemgr.SetUpResult{}, os.MkdirAll(req.Dir, 0o755)
+	if err := os.MkdirAll(req.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	name := ""
+	if strings.HasPrefix(req.Volume.HostPath.Path, "/attach/ctl") {
+		name = "example.com/attach^" + req.Volume.HostPath.Path
+	}
+	return &volumemgr.SetUpResult{}, os.WriteFile(filepath.Join(req.Dir, "name"), []byte(name), 0o644)
 }
 func (*attachablePlugin) TearDown(_ context.Context, req *volumemgr.TearDownRequest) error {
 	return os.RemoveAll(req.Dir)
@@ -139,5 +151,30 @@ func TestPendingAndStepErrors(t *testing.T) {
 	f.step(5 * time.Second) // a FailedMount doubles the back-off
 	if got := p.calls(); got != "[local]" {
 		t.Fatalf("set-ups %s", got)
+	}
+}
+
+// TestVolumesInUseAfterRestart: an attachable volume found on disk at
+// start-up is named by its plugin and stays in VolumesInUse until it is
+// torn down.
+func TestVolumesInUseAfterRestart(t *testing.T) {
+	p := &attachablePlugin{}
+	f := newFixture(t, func(c *volumemgr.Config) { c.Plugins = []volumemgr.Plugin{p} })
+	pod := testPod("db", hostPathVolume("data", "/attach/ctl/disk1"))
+	f.m.MarkVolumesAsReportedInUse([]v1.UniqueVolumeName{"example.com/attach^/attach/ctl/disk1"})
+	f.mount(pod)
+
+	f.m = f.restart()
+	if f.m.StatesSynced() {
+		t.Fatal("StatesSynced before the first Reconcile")
+	}
+	f.reconcile()
+	if got := fmt.Sprint(f.m.VolumesInUse()); got != "[example.com/attach^/attach/ctl/disk1]" {
+		t.Fatalf("VolumesInUse after the restart = %s", got)
+	}
+	f.m.RemovePod(pod.UID)
+	f.reconcile()
+	if got := f.m.VolumesInUse(); len(got) != 0 {
+		t.Fatalf("VolumesInUse after the tear-down = %v", got)
 	}
 }
