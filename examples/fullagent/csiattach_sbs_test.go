@@ -159,7 +159,31 @@ func observeAttachPending(t *testing.T, client kubernetes.Interface, a *attachAg
 	calls, _ := a.drv.Calls()
 	staged := slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "vol-"+a.name) })
 	out = append(out, fmt.Sprintf("while failing: phase=%s driver called=%v", p.Status.Phase, staged))
-	return out
+	return append(out, "while failing: "+attachWarnings(t, client, "att-"+a.name))
+}
+
+// attachWarnings sums up the Warning events of the pod: the attach/detach
+// controller's reasons and the node's, sorted.
+func attachWarnings(t *testing.T, client kubernetes.Interface, pod string) string {
+	t.Helper()
+	evs, err := client.CoreV1().Events("default").List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var controller, node []string
+	for _, ev := range evs.Items {
+		if ev.Type != v1.EventTypeWarning {
+			continue
+		}
+		if ev.Source.Component == "attachdetach-controller" || ev.ReportingController == "attachdetach-controller" {
+			controller = append(controller, ev.Reason+": "+strings.ReplaceAll(ev.Message, "pv-"+strings.TrimPrefix(pod, "att-"), "PV"))
+		} else {
+			node = append(node, ev.Reason)
+		}
+	}
+	slices.Sort(controller)
+	slices.Sort(node)
+	return fmt.Sprintf("controller warnings=%q node warnings=%q", slices.Compact(controller), slices.Compact(node))
 }
 
 // observeAttached: the pod once attached, and the publish context.
