@@ -165,20 +165,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		return
 	}
 
-	var res *SetUpResult
-	err := fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
-	if o.vol.plugin != nil {
-		err = nil
-		if !o.refresh {
-			err = m.attachGate(ctx, o) // inuse.go
-		}
-		if err == nil {
-			res, err = o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
-		}
-		if err == nil && res == nil {
-			err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
-		}
-	}
+	res, err := m.setUp(ctx, o)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil && parent.Err() != nil {
@@ -224,6 +211,24 @@ func (m *Manager) run(parent context.Context, o op) {
 		v.refreshAt = maxTime(next, now.Add(minRefresh))
 	}
 	m.broadcastLocked()
+}
+
+// setUp calls the plugin's SetUp, once the volume passed the in-use gate
+// if a controller attaches it.
+func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
+	if o.vol.plugin == nil {
+		return nil, fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
+	}
+	if !o.refresh {
+		if err := m.attachGate(ctx, o); err != nil { // inuse.go
+			return nil, err
+		}
+	}
+	res, err := o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
+	if err == nil && res == nil {
+		err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
+	}
+	return res, err
 }
 
 // failLocked records an error and schedules the retry.
