@@ -216,7 +216,7 @@ func observeDetached(t *testing.T, client kubernetes.Interface, a *attachAgent) 
 	ctx := t.Context()
 	emptied, deleted := false, false
 	deadline := time.Now().Add(120 * time.Second)
-	for time.Now().Before(deadline) && !(emptied && deleted) {
+	for time.Now().Before(deadline) && (!emptied || !deleted) {
 		n, err := client.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 		emptied = err == nil && len(n.Status.VolumesInUse) == 0
 		_, err = client.StorageV1().VolumeAttachments().Get(ctx, attachName(a), metav1.GetOptions{})
