@@ -16,8 +16,10 @@
 // and deletes mirror pods. NodeReporter registers the Node and keeps its
 // status — capacity from a MachineInfo, addresses, nodeInfo, conditions from
 // pluggable providers, status.declaredFeatures (DeclaredFeatures computes
-// it from the gates as kubelet v1.37.2) — fresh; Heartbeat renews the
-// node's Lease. All of
+// it from the gates as kubelet v1.37.2, further fields from StatusSetters
+// such as fullagent's volumesInUse) — fresh, and tells NodeConfig.Reported
+// of the Node after each sync (the volume manager's ReportedInUse gate
+// learns from it); Heartbeat renews the node's Lease. All of
 // them work with the node's own credentials.
 //
 // The decisions it makes about a status — Ready and ContainersReady after a

@@ -111,6 +111,12 @@ type NodeConfig struct {
 	DeclaredFeatures []string
 	// Setters fill further status fields.
 	Setters []StatusSetter
+	// Reported, when set, is given the Node as the API server has it
+	// after each status sync that succeeded: the status just patched, or
+	// the Node read when nothing changed (and the Node just created). The
+	// volume manager learns from it which volumes the status lists in
+	// volumesInUse (upstream's markVolumesFromNode). It must not block.
+	Reported func(node *v1.Node)
 	// Cached, when set, returns the Node from a local cache (an informer
 	// on this node); SyncOnce computes the status from it instead of
 	// GETting the Node every StatusUpdateFrequency, as upstream reads its
@@ -299,6 +305,7 @@ func (r *NodeReporter) registerLocked(ctx context.Context) error {
 		r.lastReport = r.cfg.Clock.Now()
 		r.cfg.Startup.NodeRegistered(r.lastReport)
 		r.recordReady(node)
+		r.reported(node)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
@@ -403,6 +410,7 @@ func (r *NodeReporter) SyncOnce(ctx context.Context) error {
 	}
 	changed := labelsChanged || nodeStatusChanged(&existing.Status, &updated.Status)
 	if !changed && r.cfg.Clock.Since(r.lastReport) < r.cfg.StatusReportFrequency {
+		r.reported(existing)
 		return nil
 	}
 	if err := r.patch(ctx, existing, updated); err != nil {
@@ -412,7 +420,15 @@ func (r *NodeReporter) SyncOnce(ctx context.Context) error {
 	r.getNext = false
 	r.lastReport = r.cfg.Clock.Now()
 	r.recordReady(updated)
+	r.reported(updated)
 	return nil
+}
+
+// reported hands the Node the API server has to NodeConfig.Reported.
+func (r *NodeReporter) reported(node *v1.Node) {
+	if r.cfg.Reported != nil {
+		r.cfg.Reported(node)
+	}
 }
 
 // recordReady tells Startup when a status written says Ready.

@@ -34,6 +34,19 @@
 //	   │ WaitForUnmount ────────►  desired -= pod   ──wake──►  TearDown each volume,
 //	   │ ◄── nil when all torn down ──────────────────────────  remove volume dirs
 //
+// Volumes that a controller attaches to the node (a plugin implementing
+// AttachablePlugin names them: CSI volumes whose driver requires
+// attachment) follow upstream's contract with the attach/detach
+// controller (inuse.go): VolumesInUse lists them, sorted, from the moment
+// a set-up is decided until they are torn down, for the node status's
+// volumesInUse (once StatesSynced); their SetUp runs only after
+// MarkVolumesAsReportedInUse says the node's status lists them (the
+// ReportedInUse gate), so the controller never detaches a volume the node
+// is mounting or has mounted. A set-up that waits on the attachment
+// returns a PendingError (retried within 2 s, no event; listed among
+// WaitForAttachAndMount's "unattached volumes"); a StepError names the
+// upstream step in the FailedMount event.
+//
 // Content volumes are written atomically as upstream (a timestamped
 // directory and a ..data symlink swapped by rename, with user-visible
 // symlinks into it). Secret, downwardAPI and projected volumes each live on

@@ -99,6 +99,9 @@ type Manager struct {
 	// changed is closed and replaced whenever the actual state changes.
 	changed chan struct{}
 	wake    chan struct{}
+	// reportedInUse: the attachable volumes the node's status lists in
+	// volumesInUse (MarkVolumesAsReportedInUse; inuse.go).
+	reportedInUse map[v1.UniqueVolumeName]bool
 }
 
 type desiredPod struct {
@@ -139,6 +142,12 @@ type volumeState struct {
 	err     error
 	retryAt time.Time
 	backoff time.Duration
+	// unique is the volume's unique name when a controller attaches it
+	// (AttachablePlugin), uniqueKnown once the plugin was asked;
+	// unattached: the last set-up waited on the attachment (PendingError).
+	unique      v1.UniqueVolumeName
+	uniqueKnown bool
+	unattached  bool
 }
 
 // New checks cfg and returns a Manager. It does no I/O: the pod directories
@@ -342,11 +351,12 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 		m.mu.Lock()
 		pending = m.unmountedLocked(pod.UID, names)
 		reasons := m.errorsLocked(pod.UID, pending)
+		unattached := m.unattachedLocked(m.actual[pod.UID], pending)
 		m.mu.Unlock()
 		if len(pending) == 0 {
 			return nil
 		}
-		return fmt.Errorf("unmounted volumes=%v, unattached volumes=[], failed to process volumes=[]: %w%s", pending, cause, reasons)
+		return fmt.Errorf("unmounted volumes=%v, unattached volumes=%v, failed to process volumes=[]: %w%s", pending, unattached, cause, reasons)
 	}
 }
 

@@ -165,18 +165,18 @@ func (m *Manager) run(parent context.Context, o op) {
 		return
 	}
 
-	var res *SetUpResult
-	err := fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
-	if o.vol.plugin != nil {
-		res, err = o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
-		if err == nil && res == nil {
-			err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
-		}
-	}
+	res, err := m.setUp(ctx, o)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil && parent.Err() != nil {
 		return // the agent is stopping: nothing to report
+	}
+	var pending *PendingError
+	if err != nil && !o.refresh && errors.As(err, &pending) {
+		log.V(2).Info("Volume waits for its attachment; will retry", "err", err)
+		m.failPendingLocked(o.vol, err)
+		m.broadcastLocked()
+		return
 	}
 	if err != nil {
 		if o.refresh {
@@ -184,8 +184,9 @@ func (m *Manager) run(parent context.Context, o op) {
 		} else {
 			log.V(2).Info("Unable to set up a volume; will retry", "err", err)
 		}
-		m.events.Eventf(o.pod, v1.EventTypeWarning, "FailedMount", "MountVolume.SetUp failed for volume %q : %v", o.vol.name, err)
+		m.events.Eventf(o.pod, v1.EventTypeWarning, "FailedMount", "%s", failedMountMessage(o.vol.name, err))
 		m.failLocked(o.vol, err)
+		o.vol.unattached = false
 		if o.vol.setUp {
 			o.vol.refreshAt = o.vol.retryAt
 		}
@@ -197,7 +198,7 @@ func (m *Manager) run(parent context.Context, o op) {
 	if !v.setUp {
 		log.V(2).Info("Volume set up")
 	}
-	v.setUp, v.err, v.backoff, v.retryAt = true, nil, 0, time.Time{}
+	v.setUp, v.err, v.backoff, v.retryAt, v.unattached = true, nil, 0, time.Time{}, false
 	v.path, v.readOnly, v.refresh = res.Path, res.ReadOnly, res.Refresh
 	if v.path == "" {
 		v.path = v.dir
@@ -210,6 +211,24 @@ func (m *Manager) run(parent context.Context, o op) {
 		v.refreshAt = maxTime(next, now.Add(minRefresh))
 	}
 	m.broadcastLocked()
+}
+
+// setUp calls the plugin's SetUp, once the volume passed the in-use gate
+// if a controller attaches it.
+func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
+	if o.vol.plugin == nil {
+		return nil, fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
+	}
+	if !o.refresh {
+		if err := m.attachGate(ctx, o); err != nil { // inuse.go
+			return nil, err
+		}
+	}
+	res, err := o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
+	if err == nil && res == nil {
+		err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
+	}
+	return res, err
 }
 
 // failLocked records an error and schedules the retry.

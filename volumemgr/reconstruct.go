@@ -31,6 +31,9 @@ func (m *Manager) scanOnce(ctx context.Context) {
 		log.Error(err, "Unable to scan pod directories for volumes; will retry")
 		return
 	}
+	for _, vols := range found {
+		m.nameFound(ctx, vols) // inuse.go
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.scanned = true

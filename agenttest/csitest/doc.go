@@ -20,6 +20,14 @@
 // plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar
 // does for a real driver.
 //
+// Each stage or publish that carried a publish context (a VolumeAttachment's
+// attachmentMetadata) is logged to STATE/publish_context.log.
+//
 // Build and Start (start.go) build the command with `go build` and run it
-// from tests; Calls, Secrets and Fail read and write the files above.
+// from tests; Calls, Secrets, PublishContexts and Fail read and write the
+// files above. Attacher (attacher.go) plays the driver's csi-attacher
+// sidecar in the test process: it marks the driver's VolumeAttachment
+// objects attached with some attachmentMetadata, after a delay or failing
+// on demand (status.attachError), and keeps the sidecar's finalizer on
+// them until the attach/detach controller deletes them.
 package csitest

@@ -36,6 +36,9 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := s.logSecrets("NodeStageVolume", r.GetVolumeId(), r.GetSecrets()); err != nil {
 		return nil, err
 	}
+	if err := s.logMap(PublishContextLogFile, "NodeStageVolume", r.GetVolumeId(), r.GetPublishContext()); err != nil {
+		return nil, err
+	}
 	dir := s.volumeDir(r.GetVolumeId())
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -71,6 +74,9 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 		return nil, err
 	}
 	if err := s.logSecrets("NodePublishVolume", r.GetVolumeId(), r.GetSecrets()); err != nil {
+		return nil, err
+	}
+	if err := s.logMap(PublishContextLogFile, "NodePublishVolume", r.GetVolumeId(), r.GetPublishContext()); err != nil {
 		return nil, err
 	}
 	ctxLog := maps.Clone(r.GetVolumeContext())

@@ -41,7 +41,8 @@ func (a *agent) newCSI(rootDir string) (*csiParts, error) {
 	// API server, cached as projected volumes' are.
 	tokens := volumemgr.CachedTokens(volumemgr.FromClient(a.client), clock.RealClock{})
 	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.client),
-		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens})
+		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens,
+		Attach: csi.AttachFromClient(a.client)}) // attachRequired drivers: wait for the controller's attachment (attach.go)
 	if err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}

@@ -184,7 +184,7 @@ func evictionFields() []configField {
 		acted("evictionMinimumReclaim", "eviction"),
 		acted("mergeDefaultEvictionSettings", "kubeletconfig (defaults)"),
 		refused("podsPerCore", "no per-core limit"),
-		refused("enableControllerAttachDetach", "attach/detach is the controller's; nodekit attaches nothing"),
+		refused("enableControllerAttachDetach", "statusmgr, volumemgr, volumemgr/csi (true: the Node's volumes.kubernetes.io/controller-managed-attach-detach annotation, status.volumesInUse, and attachRequired CSI volumes wait for the controller's VolumeAttachment; false, the node attaching volumes itself, is refused)"),
 		acted("protectKernelDefaults", "cgroupmgr (kernel tunables: true checks them at start-up, false sets those that differ, as kubelet)"),
 		noEffectField("makeIPTablesUtilChains", "nodekit never touches the host's iptables; the KUBE-IPTABLES-HINT chain is a hint for kube-proxy"),
 		noEffectField("iptablesMasqueradeBit", "deprecated upstream: no effect there either"),

@@ -514,7 +514,9 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 		Conditions:            a.nodeConditions(),
 		DeclaredFeatures:      a.declared,
-		Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime},
+		Setters:               []statusmgr.StatusSetter{deviceStatus(a.devices), a.runtime, volumesInUse(a.volumes)},
+		Annotations:           attachDetachAnnotations(), // attach.go
+		Reported:              markVolumesFromNode(a.volumes),
 		StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 	})

@@ -37,10 +37,26 @@
 //     storage_operation_duration_seconds (volume_mount, volume_unmount,
 //     unmount_device of CSI volumes), registered where the caller says.
 //
+// Volumes of a driver that requires attachment (CSIDriver attachRequired
+// true, or no CSIDriver object, as upstream) are attached by the
+// attach/detach controller of kube-controller-manager and the driver's
+// external attacher (attach.go), with PluginConfig.Attach set: Plugin is a
+// volumemgr.AttachablePlugin, naming such volumes
+// kubernetes.io/csi/DRIVER^HANDLE (UniqueVolumeName) so that volumemgr
+// reports them in node.status.volumesInUse and holds their set-up until
+// the node's status lists them; SetUp then waits, as upstream's
+// VerifyControllerAttachedVolume, for status.volumesAttached to list the
+// volume (a volumemgr.PendingError: retried, no event), and, as upstream's
+// csi attacher's WaitForAttach, for the VolumeAttachment
+// csi-SHA256(HANDLE DRIVER NODE) to say attached (FailedMount
+// "MountVolume.WaitForAttach failed for volume PV : ...", the attacher's
+// attachError when it has one); its status.attachmentMetadata is the
+// publish context of NodeStageVolume and NodePublishVolume. Without
+// PluginConfig.Attach such volumes fail SetUp with an error saying so.
+//
 // It does not watch the plugin directory (a plugin watcher does and calls
-// Handler), does not attach volumes: a CSIDriver that requires attachment
-// (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
-// with an error saying so. Block volumes (volumeMode Block, volumeDevices)
+// Handler) and does not attach volumes itself (upstream's kubelet does
+// with enableControllerAttachDetach false, which nodekit refuses). Block volumes (volumeMode Block, volumeDevices)
 // and NodeExpandVolume are refused or not done
 // yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.

@@ -45,6 +45,10 @@ type PluginConfig struct {
 	// Tokens requests the service-account tokens a CSIDriver's
 	// tokenRequests ask for; nil refuses such drivers' volumes.
 	Tokens volumemgr.TokenRequester
+	// Attach reads the Node and VolumeAttachment objects, to wait for the
+	// controller's attachment of volumes whose driver requires it
+	// (attach.go); nil fails such volumes' SetUp. FromClient's API fits.
+	Attach AttachAPI
 }
 
 // Plugin is the "kubernetes.io/csi" volume plugin.
@@ -152,8 +156,11 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	if err != nil {
 		return nil, err
 	}
+	var publishContext map[string]string
 	if pol.attachRequired {
-		return nil, fmt.Errorf("CSI driver %s requires attachment (CSIDriver attachRequired, or no CSIDriver object): attaching volumes through VolumeAttachment is not supported by this node agent", src.driver)
+		if publishContext, err = p.waitForAttach(ctx, src); err != nil { // attach.go
+			return nil, err
+		}
 	}
 	endpoint, err := p.cfg.Drivers.endpoint(src.driver)
 	if err != nil {
@@ -182,12 +189,12 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	defer p.lock(src.driver, src.handle)()
 	staging := ""
 	if src.lifecycle == storagev1.VolumeLifecyclePersistent {
-		if staging, err = p.stage(ctx, c, src, capability, data); err != nil {
+		if staging, err = p.stage(ctx, c, src, capability, data, publishContext); err != nil {
 			return nil, err
 		}
 	}
 	target := filepath.Join(req.Dir, "mount")
-	if err := p.publish(ctx, c, req, src, pol, capability, staging, data); err != nil {
+	if err := p.publish(ctx, c, req, src, pol, capability, staging, data, publishContext); err != nil {
 		return nil, err
 	}
 	// A driver with VOLUME_MOUNT_GROUP applied the fsGroup itself.
@@ -221,7 +228,7 @@ func volumeMountGroup(ctx context.Context, c *nodeClient, pod *v1.Pod) (string, 
 
 // stage calls NodeStageVolume when the driver has STAGE_UNSTAGE_VOLUME and
 // returns the staging path ("" when the driver does not stage).
-func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capability *csipb.VolumeCapability, data map[string]string) (string, error) {
+func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capability *csipb.VolumeCapability, data, publishContext map[string]string) (string, error) {
 	ok, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 	if err != nil {
 		return "", errors.New(logf("mounter.SetUpAt failed to check for STAGE_UNSTAGE_VOLUME capability: %v", err))
@@ -249,7 +256,7 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 	}
 	_, err = c.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 		VolumeId: src.handle, StagingTargetPath: dir, VolumeCapability: capability, VolumeContext: src.attributes,
-		Secrets: secrets,
+		Secrets: secrets, PublishContext: publishContext,
 	})
 	if err != nil {
 		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
@@ -258,7 +265,7 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 }
 
 func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
-	capability *csipb.VolumeCapability, staging string, data map[string]string) error {
+	capability *csipb.VolumeCapability, staging string, data, publishContext map[string]string) error {
 	secrets, err := p.secrets(ctx, "NodePublish", src.publishSecret)
 	if err != nil {
 		return err
@@ -298,6 +305,7 @@ func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetU
 	_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 		VolumeId: src.handle, StagingTargetPath: staging, TargetPath: target,
 		VolumeCapability: capability, Readonly: src.readOnly, VolumeContext: attrs, Secrets: secrets,
+		PublishContext: publishContext,
 	})
 	if err != nil {
 		// As upstream: leave no empty target behind a failed publish.
