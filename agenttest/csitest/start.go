@@ -2,6 +2,7 @@ package csitest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +101,10 @@ func (p *Process) waitForSocket(t testing.TB) {
 	c := clock.RealClock{}
 	deadline := c.Now().Add(30 * time.Second)
 	for c.Now().Before(deadline) {
-		if _, err := os.Stat(p.Endpoint); err == nil {
+		// A dial, not a stat: the socket file exists from bind, a moment
+		// before the listener accepts.
+		if conn, err := net.DialTimeout("unix", p.Endpoint, time.Second); err == nil {
+			_ = conn.Close()
 			return
 		}
 		select {
