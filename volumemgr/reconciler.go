@@ -172,6 +172,9 @@ func (m *Manager) run(parent context.Context, o op) {
 		if err == nil && res == nil {
 			err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
 		}
+		if err == nil {
+			err = checkVolumeMode(o.pod, o.vol.name, res.Device != "")
+		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -198,7 +201,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		log.V(2).Info("Volume set up")
 	}
 	v.setUp, v.err, v.backoff, v.retryAt = true, nil, 0, time.Time{}
-	v.path, v.readOnly, v.refresh = res.Path, res.ReadOnly, res.Refresh
+	v.path, v.readOnly, v.refresh, v.device = res.Path, res.ReadOnly, res.Refresh, res.Device
 	if v.path == "" {
 		v.path = v.dir
 	}

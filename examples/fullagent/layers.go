@@ -322,6 +322,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	builder.VolumeMounts = a.volumes.ContainerMounts
+	builder.VolumeDevices = a.volumes.ContainerDevices
 	return builder, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -44,7 +45,11 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
+	if data[keyMode] == string(v1.PersistentVolumeBlock) {
+		return p.tearDownBlock(ctx, c, req, data) // block.go
+	}
 	target := filepath.Join(req.Dir, "mount")
+	p.setPublished(target, false)
 	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
 		return errors.New(logf("Unmounter.TearDownAt failed: %v", err))
 	}
