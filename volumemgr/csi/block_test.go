@@ -2,6 +2,7 @@ package csi_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,4 +155,14 @@ func TestVolumeModeMismatch(t *testing.T) {
 	m.RemovePod("uid-1")
 	m.RemovePod("uid-2")
 	m.Reconcile(e.ctx)
+}
+
+// deviceSize is the size of the block device at path.
+func deviceSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return f.Seek(0, io.SeekEnd)
 }
