@@ -311,7 +311,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
 	}
 	var err error
-	if a.csi, err = a.newCSI(o.rootDir); err != nil { // csi.go
+	if a.csi, err = a.newCSI(o.rootDir, recorder); err != nil { // csi.go
 		return nil, err
 	}
 	vcfg.Plugins = a.csi.volumePlugins()
