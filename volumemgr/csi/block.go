@@ -198,6 +198,15 @@ func volumeModeMismatch(pod *v1.Pod, name string, block bool) error {
 	return nil
 }
 
+// operationName is upstream's name of an operation on a file system
+// volume (fs) or a block volume (block).
+func operationName(isBlock bool, fs, block string) string {
+	if isBlock {
+		return block
+	}
+	return fs
+}
+
 type discardEvents struct{}
 
 func (discardEvents) Eventf(runtime.Object, string, string, string, ...interface{}) {}

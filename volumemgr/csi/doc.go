@@ -30,18 +30,31 @@
 //     driver with VOLUME_MOUNT_GROUP in the capability (the node then
 //     leaves ownership alone), and
 //     NodeUnpublishVolume / NodeUnstageVolume (when no other
-//     pod uses the staged volume) on tear-down; VolumeStats, the
+//     pod uses the staged volume) on tear-down; raw block volumes (a
+//     PV of volumeMode Block in volumeDevices, block.go), laid out as
+//     upstream's csiBlockMapper: NodeStageVolume with a block capability
+//     into ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV,
+//     NodePublishVolume to the file .../volumeDevices/publish/PV/PODUID,
+//     and the link POD/volumeDevices/kubernetes.io~csi/PV to it as the
+//     device (SetUpResult.Device), with upstream's errors for a Block
+//     PV in volumeMounts or a Filesystem volume in volumeDevices; online
+//     expansion (expand.go): a PV grown past its claim's status.capacity
+//     is expanded with NodeExpandVolume on the published path when the
+//     driver has EXPAND_VOLUME, looked at again every refresh period,
+//     and the claim's status patched as upstream's node expander does
+//     (PluginConfig.Events gets FileSystemResizeSuccessful); VolumeStats, the
 //     NodeGetVolumeStats of a published volume when the driver advertises
 //     GET_VOLUME_STATS (none otherwise, as upstream), for the Summary API;
 //   - Metrics: csi_operations_seconds (every driver call) and
 //     storage_operation_duration_seconds (volume_mount, volume_unmount,
-//     unmount_device of CSI volumes), registered where the caller says.
+//     unmount_device of CSI volumes; map_volume, unmap_volume and
+//     unmap_device of block volumes), registered where the caller says.
 //
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler), does not attach volumes: a CSIDriver that requires attachment
 // (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
-// with an error saying so. Block volumes (volumeMode Block, volumeDevices)
-// and NodeExpandVolume are refused or not done
-// yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
+// with an error saying so. It does not take upstream's loop-device
+// "descriptor lock" on a published block device, and reports no stats of
+// block volumes. Volume health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.
 package csi

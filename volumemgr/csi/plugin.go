@@ -168,14 +168,16 @@ func attachmentName(handle, driver, node string) string {
 }
 
 // SetUp resolves the volume, stages it when the driver stages, and
-// publishes it into req.Dir/mount. Once the volume is resolved, the
-// operation is observed as upstream's "volume_mount".
+// publishes it into req.Dir/mount (a block volume: block.go), then looks
+// for online expansion (expand.go). Once the volume is resolved, the
+// operation is observed as upstream's "volume_mount" ("map_volume" for a
+// block volume).
 func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *volumemgr.SetUpResult, err error) {
 	src, err := p.resolve(ctx, req.Pod, req.Volume)
 	if err != nil {
 		return nil, err
 	}
-	defer p.cfg.Metrics.operation(src.driver, "volume_mount")(&err)
+	defer p.cfg.Metrics.operation(src.driver, operationName(src.block, "volume_mount", "map_volume"))(&err)
 	pol, err := p.policy(ctx, src)
 	if err != nil {
 		return nil, err
