@@ -125,14 +125,25 @@ func testOnlineExpansion(t *testing.T, e *env, drv *csitest.Process) {
 	if _, err := e.client.CoreV1().PersistentVolumeClaims("default").UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The agent looks every sync period (20s here), as kubelet on each pod sync.
+	// The agent looks every sync period (20s here), as kubelet on each pod
+	// sync; the claim's other conditions (v1.37's Unused) stay.
+	var last v1.PersistentVolumeClaimStatus
+	defer func() {
+		if t.Failed() {
+			t.Logf("last status of grow-claim: %+v", last)
+		}
+	}()
 	poll(t, 90*time.Second, "PVC grow-claim status at 2Gi", func(ctx context.Context) (bool, error) {
 		c, err := e.client.CoreV1().PersistentVolumeClaims("default").Get(ctx, "grow-claim", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
+		last = c.Status
 		got := c.Status.Capacity[v1.ResourceStorage]
-		return got.Cmp(resource.MustParse("2Gi")) == 0 && len(c.Status.Conditions) == 0 && c.Status.AllocatedResourceStatuses == nil, nil
+		pending := slices.ContainsFunc(c.Status.Conditions, func(c v1.PersistentVolumeClaimCondition) bool {
+			return c.Type == v1.PersistentVolumeClaimFileSystemResizePending
+		})
+		return got.Cmp(resource.MustParse("2Gi")) == 0 && !pending && len(c.Status.AllocatedResourceStatuses) == 0, nil
 	})
 	exp, err := drv.Expansions()
 	if err != nil {
