@@ -13,9 +13,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
 // blockClaim is boundClaim with a PV of volumeMode Block.
@@ -165,4 +167,68 @@ func deviceSize(path string) (int64, error) {
 	}
 	defer f.Close()
 	return f.Seek(0, io.SeekEnd)
+}
+
+// TestBlockAfterRestart: a new plugin and manager over the same root (an
+// agent restarted) set the still-wanted block volume up again (the device
+// still reads what was written) and tear down the one of a pod deleted
+// meanwhile from what they find on disk; nothing is left mounted.
+func TestBlockAfterRestart(t *testing.T) {
+	pvc1, pv1 := blockClaim("c1", "pv-1", "vol-1")
+	pvc2, pv2 := blockClaim("c2", "pv-2", "vol-2")
+	e := newEnv(t, pvc1, pv1, pvc2, pv2, csiDriver(storagev1.VolumeLifecyclePersistent))
+	clk := testingclock.NewFakeClock(time.Now())
+	m := e.manager(clk, &events{})
+	kept, gone := devicePod("kept", "uid-1", pvcVolume("c1")), devicePod("gone", "uid-2", pvcVolume("c2"))
+	m.AddPod(kept)
+	m.AddPod(gone)
+	m.Reconcile(e.ctx)
+	link := filepath.Join(e.root, "pods/uid-1/volumeDevices/kubernetes.io~csi/pv-1")
+	f, err := os.OpenFile(link, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("kept-data"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Close()
+
+	// Restart: new plugin, new manager; only the kept pod comes back.
+	var perr error
+	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName}); perr != nil {
+		t.Fatal(perr)
+	}
+	m = e.manager(clk, &events{})
+	m.AddPod(kept)
+	m.Reconcile(e.ctx) // the scan of the pod directories, and the kept pod's set-up
+	m.CleanupPods(map[types.UID]bool{"uid-1": true})
+	m.Reconcile(e.ctx)
+	devs, err := m.ContainerDevices(e.ctx, kept, &kept.Spec.Containers[0])
+	if err != nil || len(devs) != 1 || devs[0].PathOnHost != link {
+		t.Fatalf("devices of the kept pod after the restart: %+v (%v)", devs, err)
+	}
+	b := make([]byte, 9)
+	if f, err := os.Open(link); err != nil {
+		t.Fatal(err)
+	} else {
+		_, err = f.ReadAt(b, 0)
+		_ = f.Close()
+		if err != nil || string(b) != "kept-data" {
+			t.Errorf("the kept device reads %q (%v)", b, err)
+		}
+	}
+	calls := e.calls()
+	for _, want := range []string{
+		"NodeUnpublishVolume vol-2 plugins/kubernetes.io/csi/volumeDevices/publish/pv-2/uid-2",
+		"NodeUnstageVolume vol-2 plugins/kubernetes.io/csi/volumeDevices/staging/pv-2",
+	} {
+		if !slices.Contains(calls, want) {
+			t.Errorf("calls %q, want %q", calls, want)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(e.root, "pods/uid-2/volumeDevices/kubernetes.io~csi/pv-2")); !os.IsNotExist(err) {
+		t.Errorf("the deleted pod's link is left (%v)", err)
+	}
+	m.CleanupPods(nil)
+	m.Reconcile(e.ctx)
 }
