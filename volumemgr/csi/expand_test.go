@@ -17,7 +17,6 @@ import (
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
 	"github.com/nodekit/nodekit/volumemgr"
-	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
 // sizedClaim is boundClaim with the PV's capacity and the claim's
@@ -233,4 +232,3 @@ func TestBlockExpansion(t *testing.T) {
 	m.Reconcile(e.ctx)
 }
 
-var _ = csi.PluginName
