@@ -231,4 +231,3 @@ func TestBlockExpansion(t *testing.T) {
 	m.RemovePod("uid-1")
 	m.Reconcile(e.ctx)
 }
-
