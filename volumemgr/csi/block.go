@@ -26,6 +26,7 @@ const keyMode = "volumeMode"
 //	ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV          NodeStageVolume's staging path
 //	ROOT/plugins/kubernetes.io/csi/volumeDevices/publish/PV/PODUID   NodePublishVolume's target (a file the driver makes)
 //	POD/volumeDevices/kubernetes.io~csi/PV                           a symlink to the target: the device's host path for the runtime
+//	ROOT/plugins/kubernetes.io/csi/volumeDevices/PV/dev/PODUID       a bind mount of the target with a loop device on it (blocklock.go)
 //
 // vol_data.json (with volumeMode "Block") stays in the pod's volume
 // directory, POD/volumes/kubernetes.io~csi/VOLUME, where TearDown and the
@@ -91,6 +92,9 @@ func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.S
 		return nil, fmt.Errorf("blkUtil.MapDevice failed. devicePath: %s, podVolumeMapPath:%s, volumeMapName: %s, bindMount: false: %w",
 			target, filepath.Dir(link), spec, err)
 	}
+	if err := p.lockDevice(ctx, spec, req.Pod.UID, target); err != nil { // blocklock.go
+		return nil, err
+	}
 	expandable, err := p.expand(ctx, c, req.Pod, src, target, staging)
 	if err != nil {
 		return nil, err
@@ -132,8 +136,8 @@ func ensureSymlink(target, link string) error {
 	return os.Symlink(target, link)
 }
 
-// tearDownBlock undoes setUpBlock in reverse: the pod's link, then
-// NodeUnpublishVolume, then (when no other pod on the node publishes the
+// tearDownBlock undoes setUpBlock in reverse: the pod's link, the
+// descriptor lock, then NodeUnpublishVolume, then (when no other pod on the node publishes the
 // volume) NodeUnstageVolume. The volume lock is held.
 func (p *Plugin) tearDownBlock(ctx context.Context, c *nodeClient, req *volumemgr.TearDownRequest, data map[string]string) (err error) {
 	spec, handle, driver := data[keySpecName], data[keyHandle], data[keyDriver]
@@ -142,6 +146,9 @@ func (p *Plugin) tearDownBlock(ctx context.Context, c *nodeClient, req *volumemg
 		return fmt.Errorf("blkUtil.UnmapDevice failed. podDeviceUnmapPath:%s, volumeMapName: %s: %w", filepath.Dir(link), spec, err)
 	}
 	removeEmpty(filepath.Dir(link), filepath.Dir(filepath.Dir(link)))
+	if err = p.unlockDevice(ctx, spec, req.PodUID); err != nil {
+		return err
+	}
 	target := p.blockPublishPath(spec, req.PodUID)
 	p.setPublished(target, false)
 	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {

@@ -68,6 +68,12 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 	if !isMounted(t, publish) {
 		t.Errorf("%s is not a mount point", publish)
 	}
+	// The descriptor lock: the device bind-mounted on the global map
+	// path, a loop device on that.
+	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b/dev/uid-1")
+	if !isMounted(t, global) || !slices.Contains(loopBackingFiles(t), global) {
+		t.Errorf("%s: mounted %v, loop backing files %q; want a loop device on the bind mount", global, isMounted(t, global), loopBackingFiles(t))
+	}
 	// The device is the volume: what is written through it is there.
 	f, err := os.OpenFile(link, os.O_RDWR, 0)
 	if err != nil {
@@ -98,7 +104,10 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 	if got := e.calls(); !slices.Equal(got, want) {
 		t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	for _, p := range []string{link, publish, filepath.Dir(publish), filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/staging/pv-b"),
+	if slices.Contains(loopBackingFiles(t), global) {
+		t.Errorf("the loop device on %s is left", global)
+	}
+	for _, p := range []string{link, publish, filepath.Dir(publish), filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b"), filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/staging/pv-b"),
 		volDir(e.root, "uid-1", "data")} {
 		if _, err := os.Lstat(p); !os.IsNotExist(err) {
 			t.Errorf("%s left behind (%v)", p, err)
@@ -231,4 +240,20 @@ func TestBlockAfterRestart(t *testing.T) {
 	}
 	m.CleanupPods(nil)
 	m.Reconcile(e.ctx)
+}
+
+// loopBackingFiles lists the backing files of the host's loop devices.
+func loopBackingFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+	}
+	return out
 }

@@ -36,7 +36,9 @@
 //     into ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV,
 //     NodePublishVolume to the file .../volumeDevices/publish/PV/PODUID,
 //     and the link POD/volumeDevices/kubernetes.io~csi/PV to it as the
-//     device (SetUpResult.Device), with upstream's errors for a Block
+//     device (SetUpResult.Device), upstream's descriptor lock (the
+//     device bind-mounted on .../volumeDevices/PV/dev/PODUID, a loop
+//     device on that, with losetup), with upstream's errors for a Block
 //     PV in volumeMounts or a Filesystem volume in volumeDevices; online
 //     expansion (expand.go): a PV grown past its claim's status.capacity
 //     is expanded with NodeExpandVolume on the published path when the
@@ -53,8 +55,7 @@
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler), does not attach volumes: a CSIDriver that requires attachment
 // (attachRequired true, or no CSIDriver object, as upstream) fails SetUp
-// with an error saying so. It does not take upstream's loop-device
-// "descriptor lock" on a published block device, and reports no stats of
-// block volumes. Volume health (CSI v1.13's NodeGetVolumeHealth) is
+// with an error saying so. It reports no stats of block volumes. Volume
+// health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.
 package csi
