@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,8 +88,19 @@ func testBlockPod(t *testing.T, e *env, drv *csitest.Process) {
 	if !slices.Contains(calls, wantPublish) {
 		t.Errorf("calls %q, want %q", calls, wantPublish)
 	}
+	// The descriptor lock while the pod runs: a loop device on the global
+	// map path.
+	global := filepath.Join(e.rootDir, "plugins/kubernetes.io/csi/volumeDevices/pv-block/dev", string(p.UID))
+	if !slices.Contains(loopBackingFiles(t), global) {
+		t.Errorf("no loop device on %s: %q", global, loopBackingFiles(t))
+	}
 	deletePodAndWait(t, e, "csi-block")
 	waitCall(t, drv, "NodeUnstageVolume vol-block")
+	for _, f := range loopBackingFiles(t) {
+		if strings.HasPrefix(f, e.rootDir+"/") || strings.HasPrefix(f, drv.StateDir+"/") {
+			t.Errorf("loop device left on %s", f)
+		}
+	}
 	for _, l := range strings.Split(mounts(t), "\n") {
 		if strings.Contains(l, "/volumeDevices/") || strings.Contains(l, "/pods/"+string(p.UID)+"/") {
 			t.Errorf("mount left behind: %s", l)
@@ -162,4 +174,20 @@ func testOnlineExpansion(t *testing.T, e *env, drv *csitest.Process) {
 	}
 	deletePodAndWait(t, e, "csi-grow")
 	waitCall(t, drv, "NodeUnstageVolume vol-grow")
+}
+
+// loopBackingFiles lists the backing files of the host's loop devices.
+func loopBackingFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+	}
+	return out
 }
