@@ -81,7 +81,7 @@ var containerFields = map[string]string{
 	"RestartPolicy":            actedOn + "syncloop (sidecars), statusmgr, probes (internal/restartrules)",
 	"RestartPolicyRules":       actedOn + "internal/restartrules (action Restart); RestartAllContainers refused (admission.PodFeatures)",
 	"VolumeMounts":             actedOn + "volumemgr, podopts",
-	"VolumeDevices":            refused + "volumemgr waits for the volume (no block-volume plugin: FailedMount, ContainerCreating)",
+	"VolumeDevices":            actedOn + "volumemgr/csi (raw block volumes: CSI PVs of volumeMode Block), volumemgr (ContainerDevices), podopts (CRI devices); a volume that is not a Block PV fails to set up (FailedMount: volumeMode Filesystem, but is specified in volumeDevices)",
 	"LivenessProbe":            actedOn + "probes, syncloop",
 	"ReadinessProbe":           actedOn + "probes, syncloop",
 	"StartupProbe":             actedOn + "probes, syncloop",

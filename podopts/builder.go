@@ -29,6 +29,10 @@ type Builder struct {
 	// VolumeMounts returns the container's volume mounts (the volume
 	// manager's job); nil means none. Its error fails the container.
 	VolumeMounts func(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]nodekit.Mount, error)
+	// VolumeDevices returns the container's raw block devices
+	// (volumeDevices; the volume manager's job), added to the options'
+	// Devices; nil means none. Its error fails the container.
+	VolumeDevices func(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]nodekit.Device, error)
 }
 
 // Options returns the ContainerOptionsFunc for a Runtime. podDir gives a
@@ -60,6 +64,13 @@ func (b *Builder) Options(podDir func(*v1.Pod) string) nodekit.ContainerOptionsF
 			if opts.Mounts, err = b.VolumeMounts(ctx, pod, c); err != nil {
 				return nil, err
 			}
+		}
+		if b.VolumeDevices != nil {
+			devs, err := b.VolumeDevices(ctx, pod, c)
+			if err != nil {
+				return nil, err
+			}
+			opts.Devices = append(opts.Devices, devs...)
 		}
 		dir := ""
 		if podDir != nil {

@@ -5,8 +5,8 @@
 // Builder joins them into a nodekit.ContainerOptionsFunc and the sandbox
 // settings, with upstream kubelet v1.37 semantics and error messages.
 //
-// It does not own volumes (volumemgr mounts them; Builder.VolumeMounts is
-// where they plug in) nor running containers (the nodekit.Runtime creates
+// It does not own volumes (volumemgr mounts them; Builder.VolumeMounts and,
+// for raw block devices, Builder.VolumeDevices are where they plug in) nor running containers (the nodekit.Runtime creates
 // them from the options and expands $(VAR) in command and args). It reads
 // ConfigMaps, Secrets and Services through three one-method interfaces;
 // FromClient adapts a client-go clientset.

@@ -16,7 +16,10 @@
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's
 // housekeeping does, once nothing is mounted below them), and has no
-// block (volumeDevices) or in-tree network-storage volumes; CSI volumes
+// in-tree network-storage volumes. Raw block volumes (volumeDevices) are
+// a plugin's: its SetUpResult.Device is the device ContainerDevices gives
+// the container, and a volume whose plugin gives none fails its set-up
+// when a container names it in volumeDevices; CSI volumes
 // (persistentVolumeClaim, ephemeral, csi) come from the plugin in
 // volumemgr/csi, given in Config.Plugins. Without a plugin for a volume
 // WaitForAttachAndMount fails at once for a pod using it, with upstream's

@@ -123,6 +123,13 @@ type SetUpResult struct {
 	// RefreshBy, when set, asks for the next refresh no later than this
 	// time (a token that reaches 80% of its lifetime).
 	RefreshBy time.Time
+	// Device, for a raw block volume (a PV of volumeMode Block), is the
+	// host path of the device file that containers naming the volume in
+	// volumeDevices are given (ContainerDevices); "" for a file system
+	// volume. A block volume cannot be in volumeMounts, nor a file system
+	// volume in volumeDevices: the Manager fails such a set-up with
+	// upstream's message.
+	Device string
 }
 
 // TearDownRequest is the input of Plugin.TearDown. Fields may be added.

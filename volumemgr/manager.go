@@ -134,6 +134,8 @@ type volumeState struct {
 	setUp    bool
 	path     string
 	readOnly bool
+	// device is the host path of a block volume's device (SetUpResult.Device).
+	device string
 	// refresh and refreshAt: SetUp runs again at refreshAt.
 	refresh   bool
 	refreshAt time.Time
@@ -235,8 +237,9 @@ func mountedVolumes(pod *v1.Pod) map[string]*v1.Volume {
 		}
 	}
 	// A block device (volumeDevices) needs its volume as much as a mount
-	// does; no plugin provides one yet, so such a pod waits with an error
-	// rather than running without its device.
+	// does; a plugin that gives no device (SetUpResult.Device) fails its
+	// set-up, and the pod waits with an error rather than running without
+	// its device.
 	for _, c := range pod.Spec.InitContainers {
 		markDevices(used, c.VolumeDevices)
 	}

@@ -199,7 +199,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		log.V(2).Info("Volume set up")
 	}
 	v.setUp, v.err, v.backoff, v.retryAt, v.unattached = true, nil, 0, time.Time{}, false
-	v.path, v.readOnly, v.refresh = res.Path, res.ReadOnly, res.Refresh
+	v.path, v.readOnly, v.refresh, v.device = res.Path, res.ReadOnly, res.Refresh, res.Device
 	if v.path == "" {
 		v.path = v.dir
 	}
@@ -227,6 +227,9 @@ func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
 	res, err := o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
 	if err == nil && res == nil {
 		err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
+	}
+	if err == nil {
+		err = checkVolumeMode(o.pod, o.vol.name, res.Device != "")
 	}
 	return res, err
 }

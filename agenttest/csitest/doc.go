@@ -8,7 +8,13 @@
 // the staging path; NodePublishVolume bind-mounts the staging path (or, for
 // a volume published without staging, such as a CSI inline volume, its own
 // directory) on the target path, read-only when asked; NodeUnpublishVolume
-// and NodeUnstageVolume unmount; NodeGetVolumeStats reports statfs of the path
+// and NodeUnstageVolume unmount; a block volume (a block capability) is
+// the file STATE/volumes/HANDLE.img on a loop device (losetup) attached
+// at stage and detached at unstage, bind-mounted on the publish target
+// file; with -expand-volume (Options.ExpandVolume) the driver advertises
+// EXPAND_VOLUME, logs each NodeExpandVolume to STATE/expand.log
+// ("VOLUME PATH BYTES", Process.Expansions) and grows a block volume's
+// file and loop device; NodeGetVolumeStats reports statfs of the path
 // with the used bytes and inodes of the volume's tree. Every call is appended to STATE/calls.log
 // ("RPC VOLUME PATH"), the secrets a stage or publish call carried to
 // STATE/secrets.log ("RPC VOLUME K=V,..."), each publish's volume context

@@ -39,6 +39,12 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := s.logMap(PublishContextLogFile, "NodeStageVolume", r.GetVolumeId(), r.GetPublishContext()); err != nil {
 		return nil, err
 	}
+	if r.GetVolumeCapability().GetBlock() != nil {
+		if _, err := s.attachBlock(r.GetVolumeId()); err != nil { // block.go
+			return nil, err
+		}
+		return &csipb.NodeStageVolumeResponse{}, nil
+	}
 	dir := s.volumeDir(r.GetVolumeId())
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -57,6 +63,9 @@ func (s *Server) NodeUnstageVolume(_ context.Context, r *csipb.NodeUnstageVolume
 		return nil, err
 	}
 	if err := unmount(r.GetStagingTargetPath()); err != nil {
+		return nil, err
+	}
+	if err := s.detachBlock(r.GetVolumeId()); err != nil { // block.go
 		return nil, err
 	}
 	return &csipb.NodeUnstageVolumeResponse{}, nil
@@ -89,6 +98,12 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 	}
 	if err := s.logMap(ContextLogFile, "NodePublishVolume", r.GetVolumeId(), ctxLog); err != nil {
 		return nil, err
+	}
+	if r.GetVolumeCapability().GetBlock() != nil {
+		if err := s.publishBlock(r.GetVolumeId(), r.GetTargetPath(), r.GetReadonly()); err != nil { // block.go
+			return nil, err
+		}
+		return &csipb.NodePublishVolumeResponse{}, nil
 	}
 	src := r.GetStagingTargetPath()
 	if src == "" {

@@ -35,7 +35,17 @@ type Config struct {
 	// VolumeMountGroup advertises VOLUME_MOUNT_GROUP: a publish with a
 	// volume_mount_group chgrps the target to it.
 	VolumeMountGroup bool
+	// ExpandVolume advertises EXPAND_VOLUME: NodeExpandVolume is logged
+	// to ExpandLogFile and grows a block volume's file and loop device.
+	ExpandVolume bool
+	// BlockSize is the size of a new block volume's file; 0 means
+	// DefaultBlockSize.
+	BlockSize int64
 }
+
+// DefaultBlockSize is the size of a block volume's file unless
+// Config.BlockSize says otherwise.
+const DefaultBlockSize = 16 << 20
 
 // Server implements the CSI Identity and Node services over Config.
 type Server struct {
@@ -67,6 +77,9 @@ const (
 	// ContextLogFile has the same line of each publish's volume context,
 	// with volume_mount_group=G when the capability carried one.
 	ContextLogFile = "context.log"
+	// ExpandLogFile has a line "VOLUME PATH REQUIRED_BYTES" for each
+	// NodeExpandVolume call.
+	ExpandLogFile = "expand.log"
 )
 
 // logSecrets appends the secrets of a call to SecretsLogFile.
@@ -182,7 +195,8 @@ func (s *Server) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 }
 
 // NodeGetCapabilities reports STAGE_UNSTAGE_VOLUME and, unless
-// Config.NoVolumeStats, GET_VOLUME_STATS.
+// Config.NoVolumeStats, GET_VOLUME_STATS; VOLUME_MOUNT_GROUP and
+// EXPAND_VOLUME as configured.
 func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
 	types := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
 	if !s.cfg.NoVolumeStats {
@@ -190,6 +204,9 @@ func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 	}
 	if s.cfg.VolumeMountGroup {
 		types = append(types, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
+	}
+	if s.cfg.ExpandVolume {
+		types = append(types, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
 	}
 	var caps []*csipb.NodeServiceCapability
 	for _, t := range types {

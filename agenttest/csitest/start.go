@@ -39,6 +39,11 @@ type Options struct {
 	// VolumeMountGroup: the driver advertises VOLUME_MOUNT_GROUP (it
 	// applies the pod's fsGroup itself: it chgrps the published target).
 	VolumeMountGroup bool
+	// ExpandVolume: the driver advertises EXPAND_VOLUME (Expansions lists
+	// its NodeExpandVolume calls).
+	ExpandVolume bool
+	// BlockSize is the size of a new block volume's file (0: 16 MiB).
+	BlockSize int64
 }
 
 // Process is a running driver.
@@ -77,6 +82,12 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	}
 	if o.NoVolumeStats {
 		args = append(args, "-no-volume-stats")
+	}
+	if o.ExpandVolume {
+		args = append(args, "-expand-volume")
+	}
+	if o.BlockSize > 0 {
+		args = append(args, "-block-size", fmt.Sprint(o.BlockSize))
 	}
 	if len(o.Topology) > 0 {
 		var kv []string
@@ -147,6 +158,10 @@ func (p *Process) Secrets() ([]string, error) { return p.lines(SecretsLogFile) }
 // Contexts returns the lines of ContextLogFile ("RPC VOLUME K=V,..."), in
 // order.
 func (p *Process) Contexts() ([]string, error) { return p.lines(ContextLogFile) }
+
+// Expansions returns the lines of ExpandLogFile ("VOLUME PATH BYTES"),
+// one per NodeExpandVolume call, in order.
+func (p *Process) Expansions() ([]string, error) { return p.lines(ExpandLogFile) }
 
 func (p *Process) lines(name string) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(p.StateDir, name))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/stats"
@@ -22,8 +23,9 @@ type csiParts struct {
 	plugin  *csi.Plugin
 }
 
-// newCSI builds the CSI parts over the agent's client.
-func (a *agent) newCSI(rootDir string) (*csiParts, error) {
+// newCSI builds the CSI parts over the agent's client; recorder gets the
+// online-expansion events.
+func (a *agent) newCSI(rootDir string, recorder record.EventRecorder) (*csiParts, error) {
 	if a.client == nil {
 		return nil, nil
 	}
@@ -41,7 +43,7 @@ func (a *agent) newCSI(rootDir string) (*csiParts, error) {
 	// API server, cached as projected volumes' are.
 	tokens := volumemgr.CachedTokens(volumemgr.FromClient(a.client), clock.RealClock{})
 	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.client),
-		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens,
+		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens, Events: recorder,
 		Attach: csi.AttachFromClient(a.client)}) // attachRequired drivers: wait for the controller's attachment (attach.go)
 	if err != nil {
 		return nil, fmt.Errorf("csi: %w", err)

@@ -317,7 +317,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
 	}
 	var err error
-	if a.csi, err = a.newCSI(o.rootDir); err != nil { // csi.go
+	if a.csi, err = a.newCSI(o.rootDir, recorder); err != nil { // csi.go
 		return nil, err
 	}
 	vcfg.Plugins = a.csi.volumePlugins()
@@ -328,6 +328,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		return nil, fmt.Errorf("volumes: %w", err)
 	}
 	builder.VolumeMounts = a.volumes.ContainerMounts
+	builder.VolumeDevices = a.volumes.ContainerDevices
 	return builder, nil
 }
 

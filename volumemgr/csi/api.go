@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -19,6 +20,9 @@ type API interface {
 	// GetSecret reads a secret a volume names for the driver
 	// (nodeStageSecretRef, nodePublishSecretRef).
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
+	// PatchPersistentVolumeClaimStatus applies a strategic-merge patch to
+	// a claim's status (online expansion's capacity and conditions).
+	PatchPersistentVolumeClaimStatus(ctx context.Context, namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error)
 }
 
 // FromClient returns an API reading straight from the API server.
@@ -40,4 +44,8 @@ func (c clientAPI) GetCSIDriver(ctx context.Context, name string) (*storagev1.CS
 
 func (c clientAPI) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
 	return c.cs.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c clientAPI) PatchPersistentVolumeClaimStatus(ctx context.Context, namespace, name string, patch []byte) (*v1.PersistentVolumeClaim, error) {
+	return c.cs.CoreV1().PersistentVolumeClaims(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 }

@@ -30,12 +30,27 @@
 //     driver with VOLUME_MOUNT_GROUP in the capability (the node then
 //     leaves ownership alone), and
 //     NodeUnpublishVolume / NodeUnstageVolume (when no other
-//     pod uses the staged volume) on tear-down; VolumeStats, the
+//     pod uses the staged volume) on tear-down; raw block volumes (a
+//     PV of volumeMode Block in volumeDevices, block.go), laid out as
+//     upstream's csiBlockMapper: NodeStageVolume with a block capability
+//     into ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV,
+//     NodePublishVolume to the file .../volumeDevices/publish/PV/PODUID,
+//     and the link POD/volumeDevices/kubernetes.io~csi/PV to it as the
+//     device (SetUpResult.Device), upstream's descriptor lock (the
+//     device bind-mounted on .../volumeDevices/PV/dev/PODUID, a loop
+//     device on that, with losetup), with upstream's errors for a Block
+//     PV in volumeMounts or a Filesystem volume in volumeDevices; online
+//     expansion (expand.go): a PV grown past its claim's status.capacity
+//     is expanded with NodeExpandVolume on the published path when the
+//     driver has EXPAND_VOLUME, looked at again every refresh period,
+//     and the claim's status patched as upstream's node expander does
+//     (PluginConfig.Events gets FileSystemResizeSuccessful); VolumeStats, the
 //     NodeGetVolumeStats of a published volume when the driver advertises
 //     GET_VOLUME_STATS (none otherwise, as upstream), for the Summary API;
 //   - Metrics: csi_operations_seconds (every driver call) and
 //     storage_operation_duration_seconds (volume_mount, volume_unmount,
-//     unmount_device of CSI volumes), registered where the caller says.
+//     unmount_device of CSI volumes; map_volume, unmap_volume and
+//     unmap_device of block volumes), registered where the caller says.
 //
 // Volumes of a driver that requires attachment (CSIDriver attachRequired
 // true, or no CSIDriver object, as upstream) are attached by the
@@ -56,8 +71,7 @@
 //
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler) and does not attach volumes itself (upstream's kubelet does
-// with enableControllerAttachDetach false, which nodekit refuses). Block volumes (volumeMode Block, volumeDevices)
-// and NodeExpandVolume are refused or not done
-// yet; see the README. Volume health (CSI v1.13's NodeGetVolumeHealth) is
+// with enableControllerAttachDetach false, which nodekit refuses). It
+// reports no stats of block volumes. Volume health (CSI v1.13's NodeGetVolumeHealth) is
 // not asked for: kubelet v1.37 does not either.
 package csi

@@ -68,6 +68,8 @@ type env struct {
 	handler *csi.Handler
 	plugin  *csi.Plugin
 	drv     *csitest.Process
+	// events are the plugin's own (PluginConfig.Events: online expansion).
+	events *events
 }
 
 // newEnv starts the driver, registers it and builds the plugin over a fake
@@ -95,7 +97,7 @@ func newEnvWith(t *testing.T, o csitest.Options, objs ...runtime.Object) *env {
 	})
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}}
 	e := &env{t: t, ctx: testContext(t), root: root, cs: fake.NewClientset(append([]runtime.Object{node}, objs...)...),
-		drivers: csi.NewDrivers(), drv: drv}
+		drivers: csi.NewDrivers(), drv: drv, events: &events{}}
 	e.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: e.drivers, Client: e.cs, NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +105,7 @@ func newEnvWith(t *testing.T, o csitest.Options, objs ...runtime.Object) *env {
 	if err := e.handler.RegisterPlugin(e.ctx, driverName, drv.Endpoint, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)
 	}
-	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName})
+	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName, Events: e.events})
 	if err != nil {
 		t.Fatal(err)
 	}

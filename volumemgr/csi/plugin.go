@@ -49,6 +49,10 @@ type PluginConfig struct {
 	// controller's attachment of volumes whose driver requires it
 	// (attach.go); nil fails such volumes' SetUp. FromClient's API fits.
 	Attach AttachAPI
+	// Events records the FileSystemResizeSuccessful and
+	// FileSystemResizeFailed events of online expansion on the pod and
+	// the claim; nil discards them.
+	Events volumemgr.EventRecorder
 }
 
 // Plugin is the "kubernetes.io/csi" volume plugin.
@@ -60,6 +64,27 @@ type Plugin struct {
 	// lock).
 	locksMu sync.Mutex
 	locks   map[string]*volumeLock
+	// published holds the targets this process published (and has not
+	// unpublished since); a SetUp of one again only looks for expansion,
+	// unless the driver asks for republishing.
+	publishedMu sync.Mutex
+	published   map[string]bool
+}
+
+func (p *Plugin) isPublished(target string) bool {
+	p.publishedMu.Lock()
+	defer p.publishedMu.Unlock()
+	return p.published[target]
+}
+
+func (p *Plugin) setPublished(target string, on bool) {
+	p.publishedMu.Lock()
+	defer p.publishedMu.Unlock()
+	if on {
+		p.published[target] = true
+	} else {
+		delete(p.published, target)
+	}
 }
 
 type volumeLock struct {
@@ -107,10 +132,13 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.Events == nil {
+		cfg.Events = discardEvents{}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}}, nil
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -144,14 +172,16 @@ func attachmentName(handle, driver, node string) string {
 }
 
 // SetUp resolves the volume, stages it when the driver stages, and
-// publishes it into req.Dir/mount. Once the volume is resolved, the
-// operation is observed as upstream's "volume_mount".
+// publishes it into req.Dir/mount (a block volume: block.go), then looks
+// for online expansion (expand.go). Once the volume is resolved, the
+// operation is observed as upstream's "volume_mount" ("map_volume" for a
+// block volume).
 func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *volumemgr.SetUpResult, err error) {
 	src, err := p.resolve(ctx, req.Pod, req.Volume)
 	if err != nil {
 		return nil, err
 	}
-	defer p.cfg.Metrics.operation(src.driver, "volume_mount")(&err)
+	defer p.cfg.Metrics.operation(src.driver, operationName(src.block, "volume_mount", "map_volume"))(&err)
 	pol, err := p.policy(ctx, src)
 	if err != nil {
 		return nil, err
@@ -181,21 +211,34 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
 		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
 	}
+	if src.block {
+		defer p.lock(src.driver, src.handle)()
+		return p.setUpBlock(ctx, c, req, src, pol, data, publishContext) // block.go
+	}
 	mountGroup, err := volumeMountGroup(ctx, c, req.Pod)
 	if err != nil {
 		return nil, err
 	}
 	capability := volumeCapability(src.mode, src.fsType, src.mountOptions, mountGroup)
 	defer p.lock(src.driver, src.handle)()
+	target := filepath.Join(req.Dir, "mount")
 	staging := ""
-	if src.lifecycle == storagev1.VolumeLifecyclePersistent {
-		if staging, err = p.stage(ctx, c, src, capability, data, publishContext); err != nil {
+	// Published by this process already and not to be republished: a
+	// refresh for online expansion only (expand.go).
+	if pol.republish || !p.isPublished(target) {
+		if src.lifecycle == storagev1.VolumeLifecyclePersistent {
+			if staging, err = p.stage(ctx, c, src, capability, data, publishContext); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.publish(ctx, c, req, src, pol, capability, staging, target, data, publishContext); err != nil {
 			return nil, err
 		}
-	}
-	target := filepath.Join(req.Dir, "mount")
-	if err := p.publish(ctx, c, req, src, pol, capability, staging, data, publishContext); err != nil {
-		return nil, err
+		p.setPublished(target, true)
+	} else if src.lifecycle == storagev1.VolumeLifecyclePersistent {
+		if staged, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME); err == nil && staged {
+			staging = p.stagingDir(src.driver, src.handle)
+		}
 	}
 	// A driver with VOLUME_MOUNT_GROUP applied the fsGroup itself.
 	if mountGroup == "" && src.appliesFSGroup(req.Pod, pol.fsGroup) {
@@ -203,9 +246,15 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 			return nil, fmt.Errorf("applying fsGroup to %s: %w", target, err)
 		}
 	}
+	expandable, err := p.expand(ctx, c, req.Pod, src, target, staging) // expand.go
+	if err != nil {
+		return nil, err
+	}
 	// requiresRepublish: SetUp (NodePublishVolume) again every refresh
-	// period, as upstream remounts such volumes on every pod sync.
-	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish}, nil
+	// period, as upstream remounts such volumes on every pod sync; a
+	// volume the driver can expand is looked at again every refresh
+	// period too, as upstream's populator does on every pod sync.
+	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish || expandable}, nil
 }
 
 // volumeMountGroup is the pod's fsGroup as the driver is to apply it
@@ -264,8 +313,10 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 	return dir, nil
 }
 
+// publish calls NodePublishVolume for target, with vol_data.json written
+// into req.Dir first.
 func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
-	capability *csipb.VolumeCapability, staging string, data, publishContext map[string]string) error {
+	capability *csipb.VolumeCapability, staging, target string, data, publishContext map[string]string) error {
 	secrets, err := p.secrets(ctx, "NodePublish", src.publishSecret)
 	if err != nil {
 		return err
@@ -301,7 +352,6 @@ func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetU
 			attrs[tokensKey] = tokens
 		}
 	}
-	target := filepath.Join(req.Dir, "mount")
 	_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 		VolumeId: src.handle, StagingTargetPath: staging, TargetPath: target,
 		VolumeCapability: capability, Readonly: src.readOnly, VolumeContext: attrs, Secrets: secrets,

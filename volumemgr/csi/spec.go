@@ -33,14 +33,20 @@ type source struct {
 	// stageSecret and publishSecret name the secrets the driver gets in
 	// NodeStageVolume and NodePublishVolume (nil: none).
 	stageSecret, publishSecret *v1.SecretReference
-	// pv is the bound PV, nil for inline volumes.
-	pv *v1.PersistentVolume
+	// pv is the bound PV and pvc its claim, nil for inline volumes.
+	pv  *v1.PersistentVolume
+	pvc *v1.PersistentVolumeClaim
+	// block: the PV has volumeMode Block, a raw block volume (block.go).
+	block bool
 }
 
 // resolve turns a persistentVolumeClaim, ephemeral or csi pod volume into
 // a source, with upstream's errors for unbound or foreign claims.
 func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
 	if vol.CSI != nil {
+		if err := volumeModeMismatch(pod, vol.Name, false); err != nil {
+			return nil, err
+		}
 		return inlineSource(pod, vol), nil
 	}
 	var claim string
@@ -70,11 +76,12 @@ func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*sou
 		return nil, fmt.Errorf("failed to get Plugin from volumeSpec for volume %q err=%w: PersistentVolume %s is not a CSI volume; only CSI persistent volumes are supported by this node agent",
 			vol.Name, volumemgr.ErrNoPluginMatched, pv.Name)
 	}
-	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock {
-		return nil, fmt.Errorf("volume %s has volumeMode %s: block volumes are not supported by this node agent", vol.Name, v1.PersistentVolumeBlock)
+	block := pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == v1.PersistentVolumeBlock
+	if err := volumeModeMismatch(pod, vol.Name, block); err != nil {
+		return nil, err
 	}
 	c := pv.Spec.CSI
-	return &source{
+	return &source{block: block, pvc: pvc,
 		driver: c.Driver, handle: c.VolumeHandle, attributes: c.VolumeAttributes, fsType: c.FSType,
 		mountOptions: pv.Spec.MountOptions, readOnly: readOnly || c.ReadOnly,
 		mode: accessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent,

@@ -72,7 +72,7 @@ func TestClaimAndDriverErrors(t *testing.T) {
 		{"missing PV", claimPod, []runtime.Object{pvc}, `error processing PVC default/claim: failed to fetch PV pv-1 from API server: persistentvolumes "pv-1" not found`},
 		{"PV bound elsewhere", claimPod, []runtime.Object{pvc, wrongRef}, "found PV object pv-1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID pvc-uid-claim"},
 		{"non-CSI PV", claimPod, []runtime.Object{pvc, nfs}, "no volume plugin matched"},
-		{"block PV", claimPod, []runtime.Object{pvc, block, drv}, "block volumes are not supported by this node agent"},
+		{"block PV in volumeMounts", claimPod, []runtime.Object{pvc, block, drv}, "volume data has volumeMode Block, but is specified in volumeMounts"},
 		{"no CSIDriver: attach", claimPod, []runtime.Object{pvc, pv}, "requires attachment"},
 		{"attachRequired", claimPod, []runtime.Object{pvc, pv, attach}, "requires attachment"},
 		{"tokenRequests without a token requester", claimPod, []runtime.Object{pvc, pv, tokens}, "spec.tokenRequests needs service-account tokens, and this node agent has no token requester"},

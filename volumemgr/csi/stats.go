@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -33,6 +34,9 @@ func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string)
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	if data[keyMode] == string(v1.PersistentVolumeBlock) {
+		return nil, false, nil // raw block volumes report no stats here (yet)
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
 	endpoint, err := p.cfg.Drivers.endpoint(driver)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodekit/nodekit/volumemgr"
 )
@@ -17,7 +18,7 @@ import (
 // pod on the node still publishes it, unstages it. It reads what to call
 // from vol_data.json, so it works for volumes found on disk after a
 // restart. It is observed as upstream's "volume_unmount", and the unstage
-// as "unmount_device".
+// as "unmount_device" (a block volume: "unmap_volume" and "unmap_device").
 func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (err error) {
 	data, err := readVolData(req.Dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -31,7 +32,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
-	defer p.cfg.Metrics.operation(driver, "volume_unmount")(&err)
+	defer p.cfg.Metrics.operation(driver, operationName(data[keyMode] == string(v1.PersistentVolumeBlock), "volume_unmount", "unmap_volume"))(&err)
 	defer p.lock(driver, handle)()
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
 	if err != nil {
@@ -44,7 +45,11 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
+	if data[keyMode] == string(v1.PersistentVolumeBlock) {
+		return p.tearDownBlock(ctx, c, req, data) // block.go
+	}
 	target := filepath.Join(req.Dir, "mount")
+	p.setPublished(target, false)
 	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
 		return errors.New(logf("Unmounter.TearDownAt failed: %v", err))
 	}

@@ -25,6 +25,8 @@ func main() {
 	flag.StringVar(&endpoint, "endpoint", "", "CSI unix socket path (required)")
 	flag.BoolVar(&cfg.NoVolumeStats, "no-volume-stats", false, "do not advertise GET_VOLUME_STATS")
 	flag.BoolVar(&cfg.VolumeMountGroup, "volume-mount-group", false, "advertise VOLUME_MOUNT_GROUP (chgrp the published target)")
+	flag.BoolVar(&cfg.ExpandVolume, "expand-volume", false, "advertise EXPAND_VOLUME (log NodeExpandVolume, grow block volumes)")
+	flag.Int64Var(&cfg.BlockSize, "block-size", 0, "size in bytes of a new block volume's file (0: 16 MiB)")
 	flag.StringVar(&registry, "registry-dir", "", "the agent's plugins_registry dir; empty: do not register")
 	flag.Parse()
 	if topology != "" {
