@@ -60,8 +60,8 @@ func NewAPISink(client kubernetes.Interface) *APISink {
 // conflict and the sink reads the pod (GET) and patches against what it
 // read. A pod without a resourceVersion (not from an API server) is read
 // first. So a pod costs one PATCH per status change and no GET while
-// nobody else writes it, as kubelet's GET before each patch buys nothing
-// more. When the read is forbidden, as it is with node credentials for a
+// nobody else writes it (kubelet GETs the pod before every patch). When
+// the read is forbidden, as it is with node credentials for a
 // pod the Node authorizer does not yet, or no longer, link to the node, it
 // patches against pod.Status without a precondition. The patch carries
 // metadata.uid, so it can only apply to the pod it was computed for: a pod
