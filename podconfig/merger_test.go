@@ -269,6 +269,7 @@ func TestMergeKeepsTheExistingObject(t *testing.T) {
 	m := New(nil, WithClock(clocktesting.NewFakePassiveClock(testStart)))
 	first := testPod("1", "a", withAnnotation("team", "blue"))
 	first.ResourceVersion = "10"
+	first.GenerateName = "kept-"
 	out := m.Merge(ctx, set("api", first))
 	added := out[0].Pods[0]
 	if got := added.Annotations[ConfigSourceAnnotation]; got != "api" {
@@ -294,8 +295,11 @@ func TestMergeKeepsTheExistingObject(t *testing.T) {
 	if updated.Annotations[ConfigSeenAnnotation] != seen || updated.Annotations["team"] != "red" || updated.Labels["x"] != "y" {
 		t.Errorf("updated annotations %v labels %v: want config.seen kept, team=red, x=y", updated.Annotations, updated.Labels)
 	}
-	if updated.ResourceVersion != "10" {
-		t.Errorf("resourceVersion = %s, want 10: the existing object is kept and only the fields that matter are copied", updated.ResourceVersion)
+	if updated.GenerateName != "kept-" {
+		t.Errorf("generateName = %q, want kept-: the existing object is kept and only the fields that matter are copied", updated.GenerateName)
+	}
+	if updated.ResourceVersion != "11" {
+		t.Errorf("resourceVersion = %s, want 11: it names the version whose status the pod carries", updated.ResourceVersion)
 	}
 }
 

@@ -32,8 +32,12 @@ func isLocalAnnotation(key string) bool {
 // mergeInto brings existing, the merger's copy of a pod, up to date with ref,
 // a newer version from the same source, and says what changed. As upstream,
 // the existing object is kept and the fields that matter are copied over;
-// a status-only change copies the status alone.
+// a status-only change copies the status alone. The resourceVersion is
+// always brought up to date (it is no change by itself), so the pods the
+// receiver keeps name the version whose status they carry: the status
+// manager's sink patches against it with that version as precondition.
 func mergeInto(existing, ref *v1.Pod) podChange {
+	existing.ResourceVersion = ref.ResourceVersion
 	if !differsSemantically(existing, ref) {
 		if semanticEqual(&existing.Status, &ref.Status) {
 			return noChange

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,73 +28,186 @@ import (
 // exactly this for pods bound to the node). Safe for concurrent use.
 type APISink struct {
 	client kubernetes.Interface
+
+	mu sync.Mutex
+	// written holds, per pod UID, the API server's status and
+	// resourceVersion after the sink's last write, while the pods the caller
+	// passes are older (its informer has not yet seen the write); see
+	// SetPodStatus.
+	written map[types.UID]writtenStatus
+}
+
+// writtenStatus is a pod's status as a status patch's response had it.
+type writtenStatus struct {
+	resourceVersion string
+	status          *v1.PodStatus
 }
 
 var _ nodekit.StatusSink = (*APISink)(nil)
 
 // NewAPISink returns a sink writing through client.
-func NewAPISink(client kubernetes.Interface) *APISink { return &APISink{client: client} }
+func NewAPISink(client kubernetes.Interface) *APISink {
+	return &APISink{client: client, written: map[types.UID]writtenStatus{}}
+}
 
-// SetPodStatus reads the pod from the API server and patches its status
-// subresource with a strategic merge patch computed against what it read
-// (against pod.Status when the read is forbidden, as it is with node
-// credentials for a pod the Node authorizer does not yet, or no longer,
-// link to the node). The patch carries metadata.uid, so it can only apply
-// to the pod it was computed for: a pod recreated under the same name is
-// never overwritten. Conditions the node agent does not own, the qosClass
-// and resource-claim statuses are kept as the API server has them; a
-// terminal phase is held back while status still shows a running
-// container. A pod that is gone (404) or was recreated (other UID) needs no
-// status: nil. On another conflict it reads the pod again and retries once;
-// other errors are returned for the caller to retry.
+// SetPodStatus patches the pod's status subresource with a strategic merge
+// patch. The patch is computed against the newest version of the pod the
+// sink knows without asking: pod itself (an informer's copy, as
+// Config.Pods gives) or, when the sink's own last write is newer, the
+// status that write's response carried; that version's resourceVersion
+// goes into the patch as a precondition, so the patch applies only if
+// nothing changed the pod since — else the API server answers with a
+// conflict and the sink reads the pod (GET) and patches against what it
+// read. A pod without a resourceVersion (not from an API server) is read
+// first. So a pod costs one PATCH per status change and no GET while
+// nobody else writes it (kubelet GETs the pod before every patch). When
+// the read is forbidden, as it is with node credentials for a
+// pod the Node authorizer does not yet, or no longer, link to the node, it
+// patches against pod.Status without a precondition. The patch carries
+// metadata.uid, so it can only apply to the pod it was computed for: a pod
+// recreated under the same name is never overwritten. Conditions the node
+// agent does not own, the qosClass and resource-claim statuses are kept as
+// the API server has them; a terminal phase is held back while status
+// still shows a running container. A pod that is gone (404) or was
+// recreated (other UID) needs no status: nil. After a conflict on a patch
+// against what it read, it reads again and retries once; other errors are
+// returned for the caller to retry.
 func (s *APISink) SetPodStatus(ctx context.Context, pod *v1.Pod, status *v1.PodStatus) error {
 	logger := klog.FromContext(ctx)
 	pods := s.client.CoreV1().Pods(pod.Namespace)
-	for attempt := 0; ; attempt++ {
-		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			logger.V(3).Info("Pod is gone from the API server; status not published", "pod", klog.KObj(pod), "podUID", pod.UID)
-			return nil
-		case apierrors.IsForbidden(err):
-			// The Node authorizer lets a node read only the pods its graph
-			// links to the node: not one created a moment ago, nor one
-			// deleted. Patch against the status we were given; the API
-			// server's answer to the patch says whether the pod exists.
-			logger.V(4).Info("Pod not readable with the node's credentials; patching against the known status", "pod", klog.KObj(pod), "err", err)
-			cur = pod
-		case err != nil:
-			return fmt.Errorf("get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	cur, optimistic := s.known(pod)
+	for retries := 1; ; retries-- {
+		if !optimistic {
+			var done bool
+			var err error
+			if cur, done, err = s.read(ctx, pod); done || err != nil {
+				return err
+			}
 		}
 		if cur.UID != pod.UID {
 			logger.V(2).Info("Pod was recreated; status of the old one not published", "pod", klog.KObj(pod), "oldUID", pod.UID, "newUID", cur.UID)
+			s.forget(pod.UID)
 			return nil
 		}
 		merged := mergeForAPI(&cur.Status, status)
-		patch, unchanged, err := podStatusPatch(cur.UID, &cur.Status, merged)
+		precondition := ""
+		if optimistic {
+			precondition = cur.ResourceVersion
+		}
+		patch, unchanged, err := podStatusPatch(cur.UID, precondition, &cur.Status, merged)
 		if err != nil {
 			return fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		if unchanged {
 			return nil
 		}
-		_, err = pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		written, err := pods.Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 		switch {
 		case err == nil:
 			logger.V(4).Info("Patched pod status", "pod", klog.KObj(pod), "patch", string(patch))
+			s.remember(pod.UID, written)
 			return nil
 		case apierrors.IsNotFound(err):
+			s.forget(pod.UID)
 			return nil
 		case uidMismatch(err):
 			logger.V(2).Info("Pod was recreated; status of the old one not published", "pod", klog.KObj(pod), "oldUID", pod.UID)
+			s.forget(pod.UID)
 			return nil
-		case attempt == 0 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err)):
+		case optimistic && (apierrors.IsConflict(err) || apierrors.IsInvalid(err)):
+			// The pod changed since the version we knew; read it.
+			logger.V(4).Info("Pod status patch against the known version refused; reading the pod", "pod", klog.KObj(pod), "resourceVersion", precondition, "err", err)
+			optimistic, retries = false, retries+1
+			continue
+		case retries > 0 && (apierrors.IsConflict(err) || apierrors.IsInvalid(err)):
 			// The pod changed under us; read it again.
 			logger.V(3).Info("Pod status patch refused; retrying once", "pod", klog.KObj(pod), "err", err)
 			continue
 		}
 		return fmt.Errorf("patch status of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
+}
+
+// read GETs the pod. done (with a nil error) means there is nothing to
+// publish: the pod is gone. A forbidden read gives pod itself.
+func (s *APISink) read(ctx context.Context, pod *v1.Pod) (cur *v1.Pod, done bool, err error) {
+	logger := klog.FromContext(ctx)
+	cur, err = s.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		logger.V(3).Info("Pod is gone from the API server; status not published", "pod", klog.KObj(pod), "podUID", pod.UID)
+		s.forget(pod.UID)
+		return nil, true, nil
+	case apierrors.IsForbidden(err):
+		// The Node authorizer lets a node read only the pods its graph
+		// links to the node: not one created a moment ago, nor one
+		// deleted. Patch against the status we were given; the API
+		// server's answer to the patch says whether the pod exists.
+		logger.V(4).Info("Pod not readable with the node's credentials; patching against the known status", "pod", klog.KObj(pod), "err", err)
+		return pod, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("get pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return cur, false, nil
+}
+
+// known is the newest version of pod the sink knows without a request:
+// the response of its own last write when that is newer than pod, else pod
+// itself; ok is false when neither has a resourceVersion to patch
+// against. An entry pod has caught up with is dropped.
+func (s *APISink) known(pod *v1.Pod) (*v1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.written[pod.UID]; ok {
+		if newerResourceVersion(w.resourceVersion, pod.ResourceVersion) {
+			cur := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, ResourceVersion: w.resourceVersion}, Status: *w.status}
+			return cur, true
+		}
+		delete(s.written, pod.UID)
+	}
+	return pod, pod.ResourceVersion != ""
+}
+
+// remember keeps the status a write's response carried, for the next
+// write before the caller's copy of the pod catches up.
+func (s *APISink) remember(uid types.UID, written *v1.Pod) {
+	if written == nil || written.UID != uid || written.ResourceVersion == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[uid] = writtenStatus{resourceVersion: written.ResourceVersion, status: &written.Status}
+}
+
+// forget drops what the sink keeps of a pod.
+func (s *APISink) forget(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, uid)
+}
+
+// ForgetPods drops what the sink keeps of the pods whose UID is not in
+// keep (the status manager calls it from RemoveOrphanedStatuses).
+func (s *APISink) ForgetPods(keep map[types.UID]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for uid := range s.written {
+		if !keep[uid] {
+			delete(s.written, uid)
+		}
+	}
+}
+
+// newerResourceVersion reports whether resourceVersion a is newer than b.
+// The API server's are integers (etcd revisions); one that is not an
+// integer is not taken for newer, except over an empty one.
+func newerResourceVersion(a, b string) bool {
+	if b == "" {
+		return a != ""
+	}
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
 }
 
 // DeletePod deletes the pod object with grace period 0 and its UID as
@@ -197,14 +312,17 @@ func mergeForAPI(api, ours *v1.PodStatus) *v1.PodStatus {
 }
 
 // podStatusPatch is the strategic merge patch from old to next, with
-// metadata.uid so the API server refuses it for another pod. unchanged
-// reports that the patch would carry nothing but the UID.
-func podStatusPatch(uid types.UID, old, next *v1.PodStatus) (patch []byte, unchanged bool, err error) {
+// metadata.uid so the API server refuses it for another pod and, when
+// resourceVersion is not empty, metadata.resourceVersion, so it refuses it
+// once the pod has changed since that version. unchanged reports that the
+// patch would carry nothing but the metadata.
+func podStatusPatch(uid types.UID, resourceVersion string, old, next *v1.PodStatus) (patch []byte, unchanged bool, err error) {
 	before, err := json.Marshal(v1.Pod{Status: *old})
 	if err != nil {
 		return nil, false, fmt.Errorf("encode current status: %w", err)
 	}
-	after, err := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: uid}, Status: *next})
+	meta := metav1.ObjectMeta{UID: uid, ResourceVersion: resourceVersion}
+	after, err := json.Marshal(v1.Pod{ObjectMeta: meta, Status: *next})
 	if err != nil {
 		return nil, false, fmt.Errorf("encode new status: %w", err)
 	}
@@ -212,6 +330,14 @@ func podStatusPatch(uid types.UID, old, next *v1.PodStatus) (patch []byte, uncha
 	if err != nil {
 		return nil, false, fmt.Errorf("compute status patch: %w", err)
 	}
-	only := fmt.Appendf(nil, `{"metadata":{"uid":%q}}`, uid)
+	// The patch is a marshalled map, keys sorted, as this one.
+	metaOnly := map[string]string{"uid": string(uid)}
+	if resourceVersion != "" {
+		metaOnly["resourceVersion"] = resourceVersion
+	}
+	only, err := json.Marshal(map[string]any{"metadata": metaOnly})
+	if err != nil {
+		return nil, false, err
+	}
 	return patch, bytes.Equal(patch, only), nil
 }

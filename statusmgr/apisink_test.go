@@ -266,14 +266,14 @@ func TestAPISinkDeleteConflict(t *testing.T) {
 func TestPodStatusPatchIsMinimal(t *testing.T) {
 	old := runningStatus(running("c", false))
 	next := runningStatus(running("c", true))
-	patch, unchanged, err := podStatusPatch("u1", &old, &next)
+	patch, unchanged, err := podStatusPatch("u1", "", &old, &next)
 	if err != nil || unchanged {
 		t.Fatalf("podStatusPatch = %s, %v, %v", patch, unchanged, err)
 	}
 	if !strings.Contains(string(patch), `"uid":"u1"`) || !strings.Contains(string(patch), `"ready":true`) {
 		t.Errorf("patch %s lacks the uid or the change", patch)
 	}
-	if _, unchanged, _ := podStatusPatch("u1", &next, &next); !unchanged {
+	if _, unchanged, _ := podStatusPatch("u1", "", &next, &next); !unchanged {
 		t.Errorf("a patch between equal statuses is not reported unchanged")
 	}
 }

@@ -12,7 +12,11 @@
 // (PodResourcesReclaimed), the manager asks the sink to delete it, once.
 //
 // APISink is the sink of a node in a cluster (status patches with a UID
-// precondition, final deletion with grace period 0) and MirrorClient creates
+// precondition, computed against the newest version of the pod it knows —
+// the informer's copy, or its own last write's response — with that
+// version's resourceVersion as precondition, so a patch needs no GET unless
+// someone else wrote the pod; final deletion with grace period 0) and
+// MirrorClient creates
 // and deletes mirror pods. NodeReporter registers the Node and keeps its
 // status — capacity from a MachineInfo, addresses, nodeInfo, conditions from
 // pluggable providers, status.declaredFeatures (DeclaredFeatures computes

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,6 +223,71 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("status writes need no GET while nobody else writes the pod", func(t *testing.T) {
+		var gets, patches atomic.Int32
+		cfg := cp.NodeConfig(nodeName)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				if strings.Contains(r.URL.Path, "/pods/") {
+					switch r.Method {
+					case http.MethodGet:
+						gets.Add(1)
+					case http.MethodPatch:
+						patches.Add(1)
+					}
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		client, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := statusmgr.NewAPISink(client)
+		informed := createPod(t, "optimistic") // the caller's copy, as its informer has it
+		pending := v1.PodStatus{Phase: v1.PodPending, Conditions: []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "ContainersNotReady"}}}
+		if err := s.SetPodStatus(ctx, informed, &pending); err != nil {
+			t.Fatal(err)
+		}
+		// The caller's copy has not seen the first write yet.
+		running := runningStatus(informed)
+		if err := s.SetPodStatus(ctx, informed, &running); err != nil {
+			t.Fatal(err)
+		}
+		if g, p := gets.Load(), patches.Load(); g != 0 || p != 2 {
+			t.Errorf("%d GETs and %d PATCHes for two status writes, want 0 and 2", g, p)
+		}
+		got, err := admin.CoreV1().Pods(ns).Get(ctx, "optimistic", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase != v1.PodRunning || len(got.Status.ContainerStatuses) != 1 {
+			t.Fatalf("status = %+v, want Running with one container", got.Status)
+		}
+
+		// Someone else writes the pod (a condition of its own): the patch
+		// against the version the sink knows is refused, it reads and
+		// patches again, and keeps the other writer's condition.
+		got.Status.Conditions = append(got.Status.Conditions, v1.PodCondition{Type: "example.com/lb", Status: v1.ConditionTrue})
+		if _, err := admin.CoreV1().Pods(ns).UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		running.Message = "changed"
+		if err := s.SetPodStatus(ctx, informed, &running); err != nil {
+			t.Fatal(err)
+		}
+		if g, p := gets.Load(), patches.Load(); g != 1 || p != 4 {
+			t.Errorf("after another writer: %d GETs and %d PATCHes in all, want 1 and 4 (a refused patch, a read, a patch)", g, p)
+		}
+		got, err = admin.CoreV1().Pods(ns).Get(ctx, "optimistic", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Message != "changed" || findCondition(got.Status.Conditions, "example.com/lb") == nil {
+			t.Errorf("status = %+v, want our message and the other writer's condition", got.Status)
+		}
+	})
+
 	t.Run("a UID mismatch never touches a recreated pod", func(t *testing.T) {
 		old := createPod(t, "victim")
 		zero := int64(0)
@@ -379,6 +447,10 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 	})
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // countingSink counts status writes on their way to a real sink.
 type countingSink struct {

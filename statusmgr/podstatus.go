@@ -300,10 +300,20 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// podForgetter is a sink that keeps something per pod (APISink: its last
+// write's response) and is told which pods the manager still knows.
+type podForgetter interface {
+	ForgetPods(keep map[types.UID]bool)
+}
+
 // RemoveOrphanedStatuses forgets every pod whose UID is not in keep. The
 // caller passes the pods it still knows (running or not), typically from
-// housekeeping.
+// housekeeping. A sink with a ForgetPods(keep) method (APISink) is passed
+// keep too.
 func (m *Manager) RemoveOrphanedStatuses(keep map[types.UID]bool) {
+	if f, ok := m.sink.(podForgetter); ok {
+		f.ForgetPods(keep)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid := range m.entries {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -22,6 +24,9 @@ type agentProc struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
+	// serving is the agent's HTTPS server (https://address:port), where
+	// /debug/pprof/goroutine is read; "" for the ideal agent, which has none.
+	serving string
 	done    chan struct{} // closed once the process is reaped
 	waitErr error         // read after done
 }
@@ -49,7 +54,16 @@ func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cg
 		return nil, err
 	}
 	args := kubeletconf.Args(kubeconfig, cfg, nodeName, n.nodeIP, filepath.Join(root, "root"))
-	return startChild(agent, bin, args, logPath)
+	p, err := startChild(agent, bin, args, logPath)
+	if err != nil {
+		return nil, err
+	}
+	port := n.port
+	if port == 0 {
+		port = 10250
+	}
+	p.serving = "https://" + net.JoinHostPort(n.address, strconv.Itoa(port))
+	return p, nil
 }
 
 // agentConfig is the configuration both agents get: the CRI endpoint and

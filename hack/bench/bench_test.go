@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -123,6 +124,10 @@ func TestReportAllAgents(t *testing.T) {
 	}
 	results := []*result{res(agentFull, 6*time.Second, 3), res(agentKubelet, 4*time.Second, 2), res(agentIdeal, 500*time.Millisecond, 0.5)}
 	results[0].runtime = "fake CRI"
+	results[0].steadyCPU, results[1].steadyCPU, results[2].steadyCPU = 1.5, 3, 0.1
+	results[0].goroutines0, results[0].goroutinesN = 200, 500
+	results[1].goroutines0, results[1].goroutinesN = 300, 700
+	results[2].goroutines0, results[2].goroutinesN = -1, -1
 	var b bytes.Buffer
 	printReport(&b, machine{runtime: "fake CRI", cpus: 2}, options{pods: 100, runtime: runtimeFake, steady: time.Minute}, "v1.37.2", results)
 	out := b.String()
@@ -135,6 +140,9 @@ func TestReportAllAgents(t *testing.T) {
 		"- ideal: median pod bench-50: 0.000 s + 0.000 s + 0.000 s = 0.250 s",
 		"on a fake CRI",
 		"- kubelet: 6 update leases",
+		"| agent CPU per minute, steady, 100 pods | 1.50 s | 3.00 s | 0.10 s | 0.50 | 0.03 |",
+		"| agent goroutines, 100 pods | 500 | 700 | – | 0.71 | – |",
+		"| agent goroutines per pod | 3.00 | 4.00 | – | 0.75 | – |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -145,6 +153,16 @@ func TestReportAllAgents(t *testing.T) {
 	printReport(&b, machine{}, options{pods: 100, steady: time.Minute}, "", []*result{results[0], results[2]})
 	if out := b.String(); strings.Contains(out, "/kubelet") || !strings.Contains(out, "| figure | fullagent | ideal |") {
 		t.Errorf("report without kubelet:\n%s", out)
+	}
+}
+
+func TestParseGoroutineTotal(t *testing.T) {
+	n, err := parseGoroutineTotal(bufio.NewReader(strings.NewReader("goroutine profile: total 412\n3 @ 0x1 0x2\n")))
+	if err != nil || n != 412 {
+		t.Errorf("parseGoroutineTotal = %d, %v, want 412", n, err)
+	}
+	if _, err := parseGoroutineTotal(bufio.NewReader(strings.NewReader("<html>forbidden</html>"))); err == nil {
+		t.Errorf("parseGoroutineTotal of something else: no error")
 	}
 }
 

@@ -56,6 +56,12 @@
 //     before the burst) during the burst;
 //   - RSS with 0 pods (5 s after Ready) and with N pods (end of the steady
 //     window);
+//   - agent CPU seconds per minute in the steady window (all N pods
+//     running), the same /proc reading over the window;
+//   - goroutines with 0 pods and with N pods (at the same two points), from
+//     each agent's /debug/pprof/goroutine?debug=1 (its profiling handler,
+//     on by default in both), read as the cluster admin over HTTPS; the
+//     ideal agent serves none ("–");
 //   - API requests: the API server writes an audit log holding one event
 //     (stage RequestReceived) per request of user system:node:bench-node,
 //     the agent's client identity, and nobody else; the bench counts those

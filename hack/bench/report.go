@@ -73,6 +73,10 @@ func rows(o options) []row {
 		{"API requests during the burst", func(r *result) float64 { return float64(r.burstRequests) }, "", 0},
 		{"API requests per pod during the burst", func(r *result) float64 { return float64(r.burstRequests) / float64(o.pods) }, "", 1},
 		{fmt.Sprintf("API requests/min, steady, %d pods", o.pods), func(r *result) float64 { return r.steadyPerMinute() }, "", 1},
+		{fmt.Sprintf("agent CPU per minute, steady, %d pods", o.pods), func(r *result) float64 { return r.steadyCPUPerMinute() }, "s", 2},
+		{"agent goroutines, 0 pods", func(r *result) float64 { return float64(r.goroutines0) }, "", 0},
+		{fmt.Sprintf("agent goroutines, %d pods", o.pods), func(r *result) float64 { return float64(r.goroutinesN) }, "", 0},
+		{"agent goroutines per pod", func(r *result) float64 { return goroutinesPerPod(r, o.pods) }, "", 2},
 	}
 }
 
@@ -186,7 +190,20 @@ func find(results []*result, agent string) *result {
 	return nil
 }
 
+// goroutinesPerPod is what the pods added to the agent's goroutines, per
+// pod; -1 when either count is unknown.
+func goroutinesPerPod(r *result, pods int) float64 {
+	if r.goroutines0 < 0 || r.goroutinesN < 0 {
+		return -1
+	}
+	return float64(r.goroutinesN-r.goroutines0) / float64(pods)
+}
+
+// format writes v with its unit; a negative value is one not measured: –.
 func format(v float64, unit string, prec int) string {
+	if v < 0 {
+		return "–"
+	}
 	s := strconv.FormatFloat(v, 'f', prec, 64)
 	if unit != "" {
 		s += " " + unit
@@ -195,6 +212,9 @@ func format(v float64, unit string, prec int) string {
 }
 
 func ratioCell(a, b float64) string {
+	if a < 0 || b < 0 {
+		return "–"
+	}
 	if b == 0 {
 		if a == 0 {
 			return "1.00"

@@ -44,6 +44,17 @@ type result struct {
 	steadyByKind   map[string]int
 	runtime        string // the run's runtime and its version (benchNode.runtime)
 	start          startBreakdown
+	// steadyCPU is the agent's CPU seconds in the steady window.
+	steadyCPU float64
+	// goroutines0 and goroutinesN are the agent's goroutines with 0 pods
+	// and at the end of the steady window; -1 when not read.
+	goroutines0, goroutinesN int
+}
+
+// steadyCPUPerMinute is the agent's CPU seconds per minute of the steady
+// window, all pods running.
+func (r *result) steadyCPUPerMinute() float64 {
+	return r.steadyCPU / r.steadyWindow.Minutes()
 }
 
 func (r *result) steadyPerMinute() float64 {
@@ -123,7 +134,11 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	if err := waitNodeReady(ctx, client, a); err != nil {
 		return nil, err
 	}
-	r, err := measure(ctx, client, a, audit, o)
+	gr, err := newGoroutineReader(cp.Admin)
+	if err != nil {
+		return nil, err
+	}
+	r, err := measure(ctx, client, gr, a, audit, o)
 	if r != nil {
 		r.runtime = node.runtime
 	}
@@ -131,13 +146,14 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 }
 
 // measure runs the burst and the steady window against a Ready node.
-func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, audit string, o options) (*result, error) {
+func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineReader, a *agentProc, audit string, o options) (*result, error) {
 	r := &result{agent: a.name}
 	pid := a.pid()
 	if err := sleep(ctx, settleIdle); err != nil {
 		return nil, err
 	}
 	r.idle0KB = rssKB(pid)
+	r.goroutines0 = gr.count(ctx, a)
 	if err := resetPeakRSS(pid); err != nil {
 		return nil, err
 	}
@@ -158,12 +174,14 @@ func measure(ctx context.Context, client kubernetes.Interface, a *agentProc, aud
 	if err := sleep(ctx, settleSteady); err != nil {
 		return nil, err
 	}
-	steadyStart := time.Now()
+	steadyStart, steadyCPU0 := time.Now(), cpuSeconds(pid)
 	if err := sleep(ctx, o.steady); err != nil {
 		return nil, err
 	}
 	steadyEnd := time.Now()
+	r.steadyCPU = cpuSeconds(pid) - steadyCPU0
 	r.idleNKB = rssKB(pid)
+	r.goroutinesN = gr.count(ctx, a)
 	if a.exited() {
 		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
 	}
