@@ -274,3 +274,42 @@ func TestFullChannelDropsInsteadOfBlocking(t *testing.T) {
 		t.Fatalf("%d events queued, want the channel's capacity 1000", n)
 	}
 }
+
+// counting counts GetPodStatus calls per pod.
+type counting struct {
+	*agenttest.FakeRuntime
+	calls map[types.UID]int
+}
+
+func (c *counting) GetPodStatus(ctx context.Context, uid types.UID, name, ns string) (*nodekit.PodStatus, error) {
+	c.calls[uid]++
+	return c.FakeRuntime.GetPodStatus(ctx, uid, name, ns)
+}
+
+func TestRelistInspectsOnlyChangedPods(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rt := &counting{FakeRuntime: agenttest.NewFakeRuntime(clk), calls: map[types.UID]int{}}
+	cache := pleg.NewCache()
+	g := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clk})
+	startAll(t, rt, testPod("u1", "a"))
+	g.Relist(t.Context())
+	drain(g)
+	startAll(t, rt, testPod("u2", "b"))
+	clk.Step(time.Second)
+	g.Relist(t.Context())
+	if got := drain(g); len(got) != 2 {
+		t.Fatalf("second relist sent %v, want u2's sandbox and container starts", got)
+	}
+	if rt.calls["u1"] != 1 || rt.calls["u2"] != 1 {
+		t.Fatalf("GetPodStatus calls = %v, want one each: the unchanged u1 is not inspected again", rt.calls)
+	}
+	// The unchanged pod's cache entry is still fresh for its worker.
+	clk.Step(time.Second)
+	g.Relist(t.Context())
+	if _, err := cache.GetNewerThan(t.Context(), "u1", clk.Now().Add(-time.Millisecond)); err != nil {
+		t.Fatalf("u1's cache entry after a relist without changes: %v", err)
+	}
+	if rt.calls["u1"] != 1 {
+		t.Fatalf("u1 inspected %d times, want 1", rt.calls["u1"])
+	}
+}
