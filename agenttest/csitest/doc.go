@@ -15,7 +15,8 @@
 // EXPAND_VOLUME, logs each NodeExpandVolume to STATE/expand.log
 // ("VOLUME PATH BYTES", Process.Expansions) and grows a block volume's
 // file and loop device; NodeGetVolumeStats reports statfs of the path
-// with the used bytes and inodes of the volume's tree. Every call is appended to STATE/calls.log
+// with the used bytes and inodes of the volume's tree (a block volume:
+// its file's size as the total bytes). Every call is appended to STATE/calls.log
 // ("RPC VOLUME PATH"), the secrets a stage or publish call carried to
 // STATE/secrets.log ("RPC VOLUME K=V,..."), each publish's volume context
 // to STATE/context.log (with volume_mount_group=G when given; with

@@ -27,6 +27,9 @@ func (s *Server) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeSta
 	if err := s.enter("NodeGetVolumeStats", r.GetVolumeId(), r.GetVolumePath()); err != nil {
 		return nil, err
 	}
+	if resp, ok, err := s.blockStats(r.GetVolumeId(), r.GetVolumePath()); ok || err != nil {
+		return resp, err
+	}
 	mounted, err := isMountPoint(r.GetVolumePath())
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -83,4 +86,19 @@ func usage(path string) (bytes, inodes int64, err error) {
 		return nil
 	})
 	return bytes, inodes, err
+}
+
+// blockStats reports a published block volume (the path is a block device):
+// its size in bytes as the total, the only figure a block device has, as
+// block drivers report it. ok is false for any other path.
+func (s *Server) blockStats(handle, path string) (_ *csipb.NodeGetVolumeStatsResponse, ok bool, _ error) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFBLK {
+		return nil, false, nil
+	}
+	var fst syscall.Stat_t
+	if err := syscall.Stat(s.blockFile(handle), &fst); err != nil {
+		return nil, true, status.Errorf(codes.NotFound, "block volume %s: %v", handle, err)
+	}
+	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: fst.Size}}}, true, nil
 }

@@ -17,6 +17,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/agenttest/csitest"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -93,11 +94,18 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 		t.Errorf("container without volumeMounts: %v", err)
 	}
 
+	// Stats: the driver asked at the published device, its size the capacity.
+	fs, ok, err := e.plugin.VolumeStats(e.ctx, "uid-1", "data")
+	if err != nil || !ok || fs.CapacityBytes == nil || *fs.CapacityBytes != uint64(csitest.DefaultBlockSize) {
+		t.Errorf("VolumeStats of the block volume = %+v, %v, %v; want capacity %d", fs, ok, err, csitest.DefaultBlockSize)
+	}
+
 	m.RemovePod("uid-1")
 	m.Reconcile(e.ctx)
 	want := []string{
 		"NodeStageVolume vol-b plugins/kubernetes.io/csi/volumeDevices/staging/pv-b",
 		"NodePublishVolume vol-b plugins/kubernetes.io/csi/volumeDevices/publish/pv-b/uid-1",
+		"NodeGetVolumeStats vol-b plugins/kubernetes.io/csi/volumeDevices/publish/pv-b/uid-1",
 		"NodeUnpublishVolume vol-b plugins/kubernetes.io/csi/volumeDevices/publish/pv-b/uid-1",
 		"NodeUnstageVolume vol-b plugins/kubernetes.io/csi/volumeDevices/staging/pv-b",
 	}

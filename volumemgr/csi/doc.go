@@ -71,7 +71,8 @@
 //
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler) and does not attach volumes itself (upstream's kubelet does
-// with enableControllerAttachDetach false, which nodekit refuses). It
-// reports no stats of block volumes. Volume health (CSI v1.13's NodeGetVolumeHealth) is
-// not asked for: kubelet v1.37 does not either.
+// with enableControllerAttachDetach false, which nodekit refuses). A
+// block volume's stats are the driver's NodeGetVolumeStats at its published
+// device file, as upstream's block mapper. Volume health (CSI v1.13's
+// NodeGetVolumeHealth) is not asked for: kubelet v1.37 does not either.
 package csi

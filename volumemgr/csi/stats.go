@@ -35,8 +35,11 @@ func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string)
 	if err != nil {
 		return nil, false, err
 	}
+	// A raw block volume is measured at its published device file, as
+	// upstream's block mapper's metrics provider.
+	target := filepath.Join(dir, "mount")
 	if data[keyMode] == string(v1.PersistentVolumeBlock) {
-		return nil, false, nil // raw block volumes report no stats here (yet)
+		target = p.blockPublishPath(data[keySpecName], podUID)
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
@@ -58,7 +61,7 @@ func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string)
 		return nil, false, nil
 	}
 	now := metav1.NewTime(p.cfg.Clock.Now())
-	resp, err := c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: handle, VolumePath: filepath.Join(dir, "mount")})
+	resp, err := c.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: handle, VolumePath: target})
 	if err != nil {
 		return nil, false, fmt.Errorf("NodeGetVolumeStats of volume %s: %w", handle, err)
 	}
