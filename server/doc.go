@@ -54,6 +54,9 @@
 // Go program that serves metrics already has, so a vendor can hand the
 // agent its own registry.
 //
+// With Config.TracerProvider every request gets an OpenTelemetry server
+// span named by its route (tracing.go), as kubelet's filter on its server.
+//
 //	pool, err := server.LoadCertPool(clientCAFile)
 //	srv, err := server.New(server.Config{
 //		NodeName: "node-1",

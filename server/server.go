@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -154,6 +155,11 @@ type Config struct {
 	// Clock is used for log timestamps (sinceSeconds), follow re-checks
 	// and certificate checks. Default the real clock.
 	Clock clock.Clock
+	// TracerProvider, when set, traces every request to either port with a
+	// server span named by its route, as upstream's OpenTelemetry filter
+	// on kubelet's server (tracing.go); the read-only port's spans start
+	// new traces (a public endpoint). nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the kubelet HTTP API of one node. Its handlers are safe for
@@ -240,8 +246,8 @@ func New(cfg Config) (*Server, error) {
 	if s.tls.MinVersion == 0 {
 		s.tls.MinVersion = tls.VersionTLS12
 	}
-	s.secure = s.metrics.instrument(s.clock, "readwrite", s.withAuth(s.routes(false)))
-	s.readOnly = s.metrics.instrument(s.clock, "readonly", s.routes(true))
+	s.secure = s.metrics.instrument(s.clock, "readwrite", s.traced(false, s.withAuth(s.routeNamed(s.routes(false)))))
+	s.readOnly = s.metrics.instrument(s.clock, "readonly", s.traced(true, s.routeNamed(s.routes(true))))
 	return s, nil
 }
 

@@ -47,6 +47,9 @@ func (a *agent) newAPIServer(ctx context.Context, o *options, nodeIPs []string) 
 		// exec/attach and tunneled port-forward callers here unchanged.
 		TranslateWebSockets: a.gates.Enabled("ExtendWebSocketsToKubelet"),
 	}
+	if a.tracer != nil {
+		sc.TracerProvider = a.tracer // a server span per node API request, as kubelet's
+	}
 	zpages(o, a.gates, &sc)
 	if err := servingConfig(ctx, cfg, &sc); err != nil {
 		return nil, nil, nil, err

@@ -228,7 +228,7 @@ func evictionFields() []configField {
 		refused("memoryReservationPolicy", "None"),
 		acted("registerWithTaints", "statusmgr (node registration)"),
 		acted("registerNode", "statusmgr"),
-		acted("tracing", "fullagent (component-base tracing: OTLP gRPC exporter; spans of CRI calls, pod worker steps and API requests)"),
+		acted("tracing", "fullagent (component-base tracing: OTLP gRPC exporter; spans of CRI calls, pod worker steps, GC passes, API requests and node API requests)"),
 		acted("localStorageCapacityIsolation", "eviction"),
 		acted("containerRuntimeEndpoint", "criruntime"),
 		acted("imageServiceEndpoint", "criruntime"),

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -180,6 +181,36 @@ func TestTracing(t *testing.T) {
 	}
 	testAPISpans(t, c, "/api/v1/namespaces/default/pods/traced/status")
 	testGCSpans(t, c)
+	testNodeAPISpans(t, e, c)
+}
+
+// testNodeAPISpans GETs /pods from the node API and finds its server span,
+// named by the route as kubelet's, from the agent's resource.
+func testNodeAPISpans(t *testing.T, e *env, c *otlpCollector) {
+	t.Helper()
+	if code, body, err := e.nodeAPIGet(t, e.adminTLS(t), "/pods"); err != nil || code != http.StatusOK {
+		t.Fatalf("GET /pods from the node API: %d %.200s %v", code, body, err)
+	}
+	var found collectedSpan
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		for _, s := range c.collected() {
+			if s.name == "/pods" && s.attrs["http.route"] == "/pods" {
+				found = s
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		var names []string
+		for _, s := range c.collected() {
+			names = append(names, s.name)
+		}
+		t.Fatalf("within 30s: no server span /pods of the node API; spans: %q", names)
+	}
+	if found.resource["service.name"] != "kubelet" || found.attrs["http.request.method"] != "GET" {
+		t.Errorf("node API span %v (resource %v), want a GET from service.name kubelet", found, found.resource)
+	}
 }
 
 // testAPISpans finds the API client's span of the PATCH of the pod's
