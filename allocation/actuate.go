@@ -76,7 +76,7 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 	// resources, the others at the allocation, the pod-level resources as
 	// actuated; and after the memory step: memory at the allocation, CPU
 	// still as now.
-	changed := append(append(append([]ContainerChange{}, plan.Memory...), plan.CPU...), plan.Restart...)
+	changed := append(append(append(append([]ContainerChange{}, plan.Memory...), plan.CPU...), plan.Restart...), plan.Stopped...)
 	now, afterMem := pod.DeepCopy(), pod.DeepCopy()
 	setContainer(now, changed, func(ch ContainerChange) v1.ResourceRequirements { return ch.Current })
 	setContainer(afterMem, changed, func(ch ContainerChange) v1.ResourceRequirements {
@@ -86,7 +86,7 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 		now.Spec.Resources = plan.PodCurrent.DeepCopy()
 		afterMem.Spec.Resources = mixPodLevel(plan.PodDesired, plan.PodCurrent, v1.ResourceCPU)
 	}
-	if len(plan.Memory) > 0 || len(plan.Restart) > 0 {
+	if len(plan.Memory) > 0 || len(plan.Restart) > 0 || len(plan.Stopped) > 0 {
 		if err := a.checkMemoryDecrease(ctx, now, pod, plan.Memory); err != nil {
 			return nil, err
 		}

@@ -51,6 +51,13 @@ func TestPlanResize(t *testing.T) {
 	if got, want := p.NotRunning, []string{"stopped"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("not running = %v, want %v", got, want)
 	}
+	// It ran at its actuated resources: the pod cgroup moves from those.
+	if got, want := names(p.Stopped), []string{"stopped"}; !reflect.DeepEqual(got, want) || p.Stopped[0].Current.Requests.Cpu().MilliValue() != 100 {
+		t.Errorf("stopped = %v (%+v), want %v from cpu 100m", got, p.Stopped, want)
+	}
+	if p := allocation.PlanResize(after, actuated, nil); len(p.Stopped) != 0 {
+		t.Errorf("no pod running: stopped = %v, want none", names(p.Stopped))
+	}
 
 	// A CPU-only change of a container restarting only for memory is in place.
 	cpuOnly := podOf("p", ctr("memrestart", reqs("cpu=1,memory=64Mi", "memory=64Mi"), v1.ResourceMemory))
