@@ -99,6 +99,16 @@ func TestActuatorOrder(t *testing.T) {
 				"id-c cpu=100m/100m mem=64Mi/64Mi", "pod cpu=100m mem=64Mi",
 			},
 		},
+		{
+			// As upstream: the pod's CPU request grows first with its
+			// limit kept, the limit shrinks after the container's (cgroup
+			// v1 refuses a pod quota below a running container's).
+			name: "cpu request up, limit down: the pod's limit after the container",
+			from: reqs("cpu=100m,memory=64Mi", "cpu=400m,memory=64Mi"), to: reqs("cpu=200m,memory=64Mi", "cpu=200m,memory=64Mi"),
+			want: []string{
+				"pod cpu=400m mem=64Mi", "id-c cpu=200m/200m mem=64Mi/64Mi", "pod cpu=200m mem=64Mi",
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
