@@ -76,7 +76,7 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 	// resources, the others at the allocation, the pod-level resources as
 	// actuated; and after the memory step: memory at the allocation, CPU
 	// still as now.
-	changed := append(append(append([]ContainerChange{}, plan.Memory...), plan.CPU...), plan.Restart...)
+	changed := append(append(append(append([]ContainerChange{}, plan.Memory...), plan.CPU...), plan.Restart...), plan.Stopped...)
 	now, afterMem := pod.DeepCopy(), pod.DeepCopy()
 	setContainer(now, changed, func(ch ContainerChange) v1.ResourceRequirements { return ch.Current })
 	setContainer(afterMem, changed, func(ch ContainerChange) v1.ResourceRequirements {
@@ -86,7 +86,7 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 		now.Spec.Resources = plan.PodCurrent.DeepCopy()
 		afterMem.Spec.Resources = mixPodLevel(plan.PodDesired, plan.PodCurrent, v1.ResourceCPU)
 	}
-	if len(plan.Memory) > 0 || len(plan.Restart) > 0 {
+	if len(plan.Memory) > 0 || len(plan.Restart) > 0 || len(plan.Stopped) > 0 {
 		if err := a.checkMemoryDecrease(ctx, now, pod, plan.Memory); err != nil {
 			return nil, err
 		}
@@ -109,14 +109,18 @@ func (a *Actuator) Run(ctx context.Context, pod *v1.Pod, plan Plan) ([]string, e
 	return restart, nil
 }
 
-// step moves the pod from before to after for one resource: the pod
-// cgroup first when the pod's total grows, the containers, the pod cgroup
-// last when it shrinks; then, with podLevel, the pod-level resources of
-// after are recorded as actuated (as upstream, per resource).
+// step moves the pod from before to after for one resource, as upstream:
+// the pod cgroup's limit and request each grown before the containers and
+// shrunk after them (a limit going down while the request goes up is
+// written in two parts: cgroup v1 refuses a pod CPU quota below a running
+// container's); then, with podLevel, the pod-level resources of after are
+// recorded as actuated (as upstream, per resource).
 func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.ResourceName, changes []ContainerChange, podLevel bool, sandboxID string) error {
-	grow, shrink := podDirection(before, after, name)
-	if grow {
-		if err := a.podCgroup(ctx, before, after, name, sandboxID); err != nil {
+	d := podDirection(before, after, name)
+	mid := before
+	if d.limGrow || d.reqGrow {
+		mid = mixTotals(before, after, name, d.limGrow, d.reqGrow)
+		if err := a.podCgroup(ctx, before, mid, name, sandboxID); err != nil {
 			return err
 		}
 	}
@@ -132,8 +136,8 @@ func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.Reso
 			return err
 		}
 	}
-	if shrink && !grow {
-		if err := a.podCgroup(ctx, before, after, name, sandboxID); err != nil {
+	if d.limShrink || d.reqShrink {
+		if err := a.podCgroup(ctx, mid, after, name, sandboxID); err != nil {
 			return err
 		}
 	}
@@ -141,6 +145,57 @@ func (a *Actuator) step(ctx context.Context, before, after *v1.Pod, name v1.Reso
 		return a.Actuated.SetPodLevel(after.UID, after.Spec.Resources)
 	}
 	return nil
+}
+
+// mixTotals is after with name's limits (unless limits) and requests
+// (unless requests) taken back from before, in every container and the
+// pod-level resources: the pod as its cgroup stands after the growing
+// half of a step. before and after list the same containers.
+func mixTotals(before, after *v1.Pod, name v1.ResourceName, limits, requests bool) *v1.Pod {
+	out := after.DeepCopy()
+	back := func(dst *v1.ResourceRequirements, src v1.ResourceRequirements) {
+		keep := dst.DeepCopy()
+		*dst = mix(*dst, src, name)
+		if limits {
+			setQuantity(&dst.Limits, keep.Limits, name)
+		}
+		if requests {
+			setQuantity(&dst.Requests, keep.Requests, name)
+		}
+	}
+	for li, list := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		src := [][]v1.Container{before.Spec.InitContainers, before.Spec.Containers}[li]
+		for i := range list {
+			if i < len(src) {
+				back(&list[i].Resources, src[i].Resources)
+			}
+		}
+	}
+	if out.Spec.Resources != nil || before.Spec.Resources != nil {
+		var d, b v1.ResourceRequirements
+		if out.Spec.Resources != nil {
+			d = *out.Spec.Resources
+		}
+		if before.Spec.Resources != nil {
+			b = *before.Spec.Resources
+		}
+		back(&d, b)
+		out.Spec.Resources = &d
+	}
+	return out
+}
+
+// setQuantity sets (*dst)[name] to src's, or deletes it when src has none.
+func setQuantity(dst *v1.ResourceList, src v1.ResourceList, name v1.ResourceName) {
+	q, ok := src[name]
+	if !ok {
+		delete(*dst, name)
+		return
+	}
+	if *dst == nil {
+		*dst = v1.ResourceList{}
+	}
+	(*dst)[name] = q.DeepCopy()
 }
 
 // podCgroup moves the pod cgroup from before to after for name. As
@@ -238,23 +293,30 @@ func podMemoryLimitDecrease(now, target *v1.Pod) (int64, bool) {
 	return want / 1000, true // podTotals counts in thousandths
 }
 
+// direction is how a pod cgroup's limit and request of one resource move.
+type direction struct {
+	limGrow, limShrink, reqGrow, reqShrink bool
+}
+
 // podDirection compares the pod cgroup's name between before and after:
-// limits first (unlimited when a container has none and the pod-level
-// resources set none), then requests.
-func podDirection(before, after *v1.Pod, name v1.ResourceName) (grow, shrink bool) {
+// the limit (unlimited when a container has none and the pod-level
+// resources set none) and the request.
+func podDirection(before, after *v1.Pod, name v1.ResourceName) direction {
 	bl, bok, br := podTotals(before, name)
 	al, aok, ar := podTotals(after, name)
+	var d direction
 	switch {
 	case bok && !aok:
-		grow = true
+		d.limGrow = true
 	case !bok && aok:
-		shrink = true
+		d.limShrink = true
 	case bok && aok && al > bl:
-		grow = true
+		d.limGrow = true
 	case bok && aok && al < bl:
-		shrink = true
+		d.limShrink = true
 	}
-	return grow || ar > br, shrink || ar < br
+	d.reqGrow, d.reqShrink = ar > br, ar < br
+	return d
 }
 
 // podTotals are the pod cgroup's limit of name (and whether it has one)

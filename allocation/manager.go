@@ -174,6 +174,22 @@ func (m *Manager) others(uid types.UID) []*v1.Pod {
 	return out
 }
 
+// Restarts returns the containers running in rs that the pod's resize
+// (pod as Allocate returned it) restarts: their resizePolicy says
+// RestartContainer for a resource that changed. The caller stops them
+// before Actuate, as upstream kills them before it resizes the pod cgroup
+// (on cgroup v1 the kernel refuses a pod CPU quota below that of a
+// container still running in it); Actuate then records them as starting
+// at the allocation.
+func (m *Manager) Restarts(pod *v1.Pod, rs *nodekit.PodStatus) []string {
+	actuated, _ := m.actuated.Get(pod.UID)
+	var names []string
+	for _, ch := range PlanResize(pod, actuated, rs).Restart {
+		names = append(names, ch.Name)
+	}
+	return names
+}
+
 // Actuate brings the running containers of pod (as Allocate returned it)
 // to the allocation and returns the containers to restart for it (their
 // resizePolicy says RestartContainer); the caller stops and starts them.

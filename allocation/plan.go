@@ -79,6 +79,12 @@ type Plan struct {
 	// NotRunning lists containers whose allocation differs from what was
 	// actuated but that do not run now: they start with the allocation.
 	NotRunning []string
+	// Stopped lists those of NotRunning that ran with actuated resources
+	// in a pod that still runs (a container stopped to be restarted for
+	// the resize, or waiting to restart): no update is sent to them, but
+	// the pod cgroup, sized with what they had, moves from that (Current)
+	// to the allocation.
+	Stopped []ContainerChange
 	// SandboxID is the pod's ready sandbox ("" when none), for the
 	// runtime's UpdatePodSandboxResources.
 	SandboxID string
@@ -127,6 +133,9 @@ func planContainer(p *Plan, c *v1.Container, desired, cur v1.ResourceRequirement
 	cs := rs.FindContainer(c.Name)
 	if cs == nil || cs.State != nodekit.StateRunning {
 		p.NotRunning = append(p.NotRunning, c.Name)
+		if rs != nil && have != (amounts{}) {
+			p.Stopped = append(p.Stopped, ContainerChange{Name: c.Name, Current: cur, Desired: desired})
+		}
 		return
 	}
 	ch := ContainerChange{Name: c.Name, ID: cs.ID, Current: cur, Desired: desired}

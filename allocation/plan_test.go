@@ -51,6 +51,13 @@ func TestPlanResize(t *testing.T) {
 	if got, want := p.NotRunning, []string{"stopped"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("not running = %v, want %v", got, want)
 	}
+	// It ran at its actuated resources: the pod cgroup moves from those.
+	if got, want := names(p.Stopped), []string{"stopped"}; !reflect.DeepEqual(got, want) || p.Stopped[0].Current.Requests.Cpu().MilliValue() != 100 {
+		t.Errorf("stopped = %v (%+v), want %v from cpu 100m", got, p.Stopped, want)
+	}
+	if p := allocation.PlanResize(after, actuated, nil); len(p.Stopped) != 0 {
+		t.Errorf("no pod running: stopped = %v, want none", names(p.Stopped))
+	}
 
 	// A CPU-only change of a container restarting only for memory is in place.
 	cpuOnly := podOf("p", ctr("memrestart", reqs("cpu=1,memory=64Mi", "memory=64Mi"), v1.ResourceMemory))
@@ -90,6 +97,16 @@ func TestActuatorOrder(t *testing.T) {
 			want: []string{
 				"id-c cpu=200m/200m mem=64Mi/64Mi", "pod cpu=200m mem=64Mi",
 				"id-c cpu=100m/100m mem=64Mi/64Mi", "pod cpu=100m mem=64Mi",
+			},
+		},
+		{
+			// As upstream: the pod's CPU request grows first with its
+			// limit kept, the limit shrinks after the container's (cgroup
+			// v1 refuses a pod quota below a running container's).
+			name: "cpu request up, limit down: the pod's limit after the container",
+			from: reqs("cpu=100m,memory=64Mi", "cpu=400m,memory=64Mi"), to: reqs("cpu=200m,memory=64Mi", "cpu=200m,memory=64Mi"),
+			want: []string{
+				"pod cpu=400m mem=64Mi", "id-c cpu=200m/200m mem=64Mi/64Mi", "pod cpu=200m mem=64Mi",
 			},
 		},
 	}

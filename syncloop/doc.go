@@ -17,7 +17,9 @@
 // With a Resizer (package allocation), a worker syncs each pod at its
 // allocated resources, applies an allocated resize to the running
 // containers before starting any, and restarts the containers whose
-// resizePolicy asks for it; the resize conditions and container
+// resizePolicy asks for it in upstream's order (they are stopped before
+// the pod cgroup and the other containers are resized, and started
+// after); the resize conditions and container
 // resources come from the Resizer. With ResourceHealth providers
 // (devicemgr, dra), every status of a regular container carries the
 // health of its devices (allocatedResourcesStatus); a pod's UID on

@@ -18,6 +18,12 @@ type Resizer interface {
 	// Allocate returns the pod as the node runs it (the allocated
 	// resources in place of the spec's), deciding a pending resize first.
 	Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error)
+	// Restarts returns the containers running in rs that the pod's resize
+	// restarts (resizePolicy RestartContainer for a changed resource). The
+	// worker stops them before Actuate, as upstream kills them before it
+	// resizes the pod: on cgroup v1 a pod cgroup's CPU quota cannot go
+	// below that of a container still running in it.
+	Restarts(pod *v1.Pod, rs *nodekit.PodStatus) []string
 	// Actuate applies the allocation to the running containers of rs (nil:
 	// none runs) and returns the containers to restart for it, and whether
 	// anything changed (the pod's status is then published again).
@@ -42,40 +48,103 @@ func (s *syncer) allocated(ctx context.Context, pod *v1.Pod) *v1.Pod {
 }
 
 // resizeActions applies the allocation to the running containers and adds
-// to a the restarts their resizePolicy asks for. A pod getting a new
-// sandbox starts every container at its allocation.
-func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.PodActions) {
+// to a the restarts their resizePolicy asks for, in upstream's order: the
+// containers to restart are stopped first, then the pod cgroup and the
+// other containers are resized, then (in the sync's runtime call) the
+// stopped ones start at the allocation. It returns the pod's runtime status
+// to sync with (read again when it stopped containers). A pod getting a
+// new sandbox starts every container at its allocation.
+func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.PodActions) *nodekit.PodStatus {
 	if s.resize == nil {
-		return
+		return rs
 	}
 	running := rs
 	if a.KillPod || a.CreateSandbox {
 		running = nil
 	}
+	var stopped []string
+	if running != nil {
+		fresh, names, err := s.stopForResize(ctx, pod, running)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
+			return rs
+		}
+		if len(names) > 0 {
+			rs, running, stopped = fresh, fresh, names
+		}
+	}
 	restart, changed, err := s.resize.Actuate(ctx, pod, running)
-	if changed || err != nil {
+	if changed || err != nil || len(stopped) > 0 {
 		// Show the new resources, or why they are not, now rather than
 		// at the next sync.
 		s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
-		return
+		if len(stopped) == 0 {
+			return rs
+		}
+	}
+	for _, name := range stopped {
+		startForResize(pod, a, name)
+	}
+	if err != nil {
+		return rs
 	}
 	for _, name := range restart {
 		cs := rs.FindContainer(name)
 		if cs == nil || cs.State != nodekit.StateRunning {
 			continue
 		}
-		kill := nodekit.KillInfo{Name: name, Message: fmt.Sprintf("Container %s resize requires restart", name)}
-		if i := specIndex(pod.Spec.Containers, name); i >= 0 {
-			kill.Container = &pod.Spec.Containers[i]
-			a.ContainersToStart = appendOnce(a.ContainersToStart, i)
-		} else if i := specIndex(pod.Spec.InitContainers, name); i >= 0 {
-			kill.Container = &pod.Spec.InitContainers[i]
-			a.InitContainersToStart = appendOnce(a.InitContainersToStart, i)
-		}
+		kill := resizeKill(pod, name)
+		startForResize(pod, a, name)
 		a.ContainersToKill[cs.ID] = kill
+	}
+	return rs
+}
+
+// stopForResize stops the running containers the pod's resize restarts
+// and returns the pod's runtime status read after, with their names (none:
+// rs unchanged).
+func (s *syncer) stopForResize(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) (*nodekit.PodStatus, []string, error) {
+	kill := nodekit.PodActions{ContainersToKill: map[nodekit.ContainerID]nodekit.KillInfo{}}
+	var names []string
+	for _, name := range s.resize.Restarts(pod, rs) {
+		if cs := rs.FindContainer(name); cs != nil && cs.State == nodekit.StateRunning {
+			kill.ContainersToKill[cs.ID] = resizeKill(pod, name)
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return rs, nil, nil
+	}
+	if err := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Status: rs, Actions: kill}).Err(); err != nil {
+		return rs, nil, fmt.Errorf("stop containers %v to restart them for the resize: %w", names, err)
+	}
+	fresh, err := s.runtime.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return rs, nil, fmt.Errorf("read the pod status after stopping %v for the resize: %w", names, err)
+	}
+	return fresh, names, nil
+}
+
+// resizeKill is the kill of a container its resize restarts.
+func resizeKill(pod *v1.Pod, name string) nodekit.KillInfo {
+	kill := nodekit.KillInfo{Name: name, Message: fmt.Sprintf("Container %s resize requires restart", name)}
+	if i := specIndex(pod.Spec.Containers, name); i >= 0 {
+		kill.Container = &pod.Spec.Containers[i]
+	} else if i := specIndex(pod.Spec.InitContainers, name); i >= 0 {
+		kill.Container = &pod.Spec.InitContainers[i]
+	}
+	return kill
+}
+
+// startForResize adds the container to the ones a starts.
+func startForResize(pod *v1.Pod, a *nodekit.PodActions, name string) {
+	if i := specIndex(pod.Spec.Containers, name); i >= 0 {
+		a.ContainersToStart = appendOnce(a.ContainersToStart, i)
+	} else if i := specIndex(pod.Spec.InitContainers, name); i >= 0 {
+		a.InitContainersToStart = appendOnce(a.InitContainersToStart, i)
 	}
 }
 

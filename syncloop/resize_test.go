@@ -2,6 +2,7 @@ package syncloop_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -106,6 +107,99 @@ func TestInPlaceResize(t *testing.T) {
 			if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
 				t.Errorf("condition %s left after the resize: %+v", c.Type, c)
 			}
+		}
+	})
+}
+
+// strictPodCgroup is the pod cgroup as cgroup v1's CPU controller keeps
+// it: its CPU quota cannot go below that of a container running in it
+// (the kernel answers EINVAL). It fails such an update, and records it.
+type strictPodCgroup struct {
+	rt      *agenttest.FakeRuntime
+	mu      sync.Mutex
+	calls   int
+	refused []string
+}
+
+func (c *strictPodCgroup) EnsurePod(ctx context.Context, pod *v1.Pod) (string, error) {
+	rs, err := c.rt.GetPodStatus(ctx, pod.UID, pod.Name, pod.Namespace)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls++
+	var podLimit int64
+	for _, ctr := range pod.Spec.Containers {
+		podLimit += ctr.Resources.Limits.Cpu().MilliValue()
+	}
+	for _, cs := range rs.Containers {
+		if cs.State == nodekit.StateRunning && cs.Name == "restarts" && podLimit < 300 {
+			// The old container (200m) still runs beside the 100m one.
+			c.refused = append(c.refused, cs.ID.String())
+			return "", errors.New("write cpu.cfs_quota_us: invalid argument")
+		}
+	}
+	return "/kubepods/pod" + string(pod.UID), nil
+}
+
+// A CPU decrease of a container whose resizePolicy restarts it: the
+// container is stopped before the pod cgroup shrinks (upstream's order:
+// kill, resize, start), so the shrink the kernel would refuse while it
+// runs succeeds, and the container comes back once at the new size.
+func TestResizeRestartStopsBeforePodCgroupShrinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		rec := &resizeRecorder{calls: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
+		cg := &strictPodCgroup{rt: rt}
+		var n *node
+		m, err := allocation.New(allocation.Config{
+			Containers: rec, PodCgroup: cg, Pods: func() []*v1.Pod { return n.loop.ActivePods() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Resizer = m })
+		p := pod("u1", v1.RestartPolicyAlways, "inplace", "restarts")
+		withResources(p, "inplace", "100m", "64Mi", false)
+		withResources(p, "restarts", "200m", "64Mi", false)
+		restartOnCPU := []v1.ContainerResizePolicy{{ResourceName: v1.ResourceCPU, RestartPolicy: v1.RestartContainer}}
+		p.Spec.Containers[1].ResizePolicy = restartOnCPU
+		n.send(nodekit.ADD, p)
+		settle(3 * time.Second)
+		oldID := containerState(t, n.status.get(t, "u1"), "restarts").ContainerID
+
+		resized := p.DeepCopy()
+		resized.Generation = 2
+		withResources(resized, "restarts", "100m", "64Mi", false)
+		resized.Spec.Containers[1].ResizePolicy = restartOnCPU
+		n.send(nodekit.UPDATE, resized)
+		settle(3 * time.Second)
+
+		s := n.status.get(t, "u1")
+		re := containerState(t, s, "restarts")
+		if re.RestartCount != 1 || re.State.Running == nil || re.ContainerID == oldID {
+			t.Errorf("restarts: restartCount %d, running %v, id %s (was %s); want restarted once and running", re.RestartCount, re.State.Running != nil, re.ContainerID, oldID)
+		}
+		if r := re.Resources; r == nil || r.Limits.Cpu().MilliValue() != 100 {
+			t.Errorf("restarts: resources %v, want the cpu limit 100m", r)
+		}
+		cg.mu.Lock()
+		refused, calls := cg.refused, cg.calls
+		cg.mu.Unlock()
+		if len(refused) > 0 {
+			t.Errorf("the pod cgroup was shrunk while the container to restart still ran (%v)", refused)
+		}
+		if calls == 0 {
+			t.Error("the pod cgroup was never resized")
+		}
+		for _, c := range s.Conditions {
+			if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
+				t.Errorf("condition %s left after the resize: %+v", c.Type, c)
+			}
+		}
+		if in := containerState(t, s, "inplace"); in.RestartCount != 0 {
+			t.Errorf("inplace restarted %d times, want 0", in.RestartCount)
 		}
 	})
 }

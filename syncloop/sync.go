@@ -197,7 +197,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 
 	actions := computeActions(pod, rs, s.probes, s.hash)
 	retry := s.applyBackoff(pod, rs, &actions)
-	s.resizeActions(ctx, pod, rs, &actions)
+	rs = s.resizeActions(ctx, pod, rs, &actions)
 	if left, ok := deadlineLeft(pod, st, s.clock.Now()); ok && (retry == 0 || left < retry) {
 		retry = left // come back when the active deadline passes
 	}

@@ -150,3 +150,48 @@ func TestInPlaceResizePodLevel(t *testing.T) {
 		t.Errorf("status.resources.limits.memory after the refused resize = %v, want the applied 48Mi", q)
 	}
 }
+
+// TestInPlaceResizePodLevelRestart: a pod with pod-level resources and a
+// container with CPU limits of its own whose CPU resizePolicy is
+// RestartContainer is resized down, pod and container together (upstream's
+// "PLR ... resize policy cpu restart" specs). The container is stopped
+// before the pod cgroup shrinks (cgroup v1 refuses a pod CPU quota below a
+// running container's), then starts once at the new size; both cgroups
+// follow and no resize condition is left.
+func TestInPlaceResizePodLevelRestart(t *testing.T) {
+	if _, err := os.Stat("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"); err != nil {
+		agenttest.RequireIntegration(t, "the cgroup v1 cpu hierarchy", err)
+	}
+	e := startEnv(t)
+	pod := simplePod("plrrestart", v1.RestartPolicyAlways, "sleep 3600")
+	pod.Spec.Resources = podLevelResources("40m", "40m", "64Mi", "64Mi")
+	pod.Spec.Containers[0].Resources = resizeResources("40m", "40m", "64Mi", "64Mi")
+	pod.Spec.Containers[0].ResizePolicy = []v1.ContainerResizePolicy{{ResourceName: v1.ResourceCPU, RestartPolicy: v1.RestartContainer}}
+	e.createPod(t, pod)
+	p := e.waitPod(t, "plrrestart", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
+	appID := containerStatus(p, "app").ContainerID
+	if got := podCgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us"); got != "4000" {
+		t.Fatalf("pod cpu.cfs_quota_us before the resize = %s, want 4000", got)
+	}
+	r := `{"requests":{"cpu":"30m","memory":"64Mi"},"limits":{"cpu":"30m","memory":"64Mi"}}`
+	patch := `{"spec":{"resources":` + r + `,"containers":[{"name":"app","resources":` + r + `}]}}`
+	if _, err := e.client.CoreV1().Pods("default").Patch(t.Context(), "plrrestart", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatalf("resize: %v", err)
+	}
+	p = e.waitPod(t, "plrrestart", 90*time.Second, "restarted at 30m", func(p *v1.Pod) bool {
+		app := containerStatus(p, "app")
+		return p.Status.ObservedGeneration >= p.Generation && !hasResizeCondition(p) && app != nil &&
+			app.RestartCount == 1 && app.State.Running != nil && app.Resources != nil && app.Resources.Limits.Cpu().MilliValue() == 30
+	})
+	if app := containerStatus(p, "app"); app.ContainerID == appID {
+		t.Errorf("app not restarted: id %s", app.ContainerID)
+	}
+	for _, f := range []struct{ where, got string }{
+		{"app's", cgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us")},
+		{"the pod's", podCgroupFile(t, e, p, "app", "cpu", "cpu.cfs_quota_us")},
+	} {
+		if f.got != "3000" {
+			t.Errorf("%s cpu.cfs_quota_us after the resize = %s, want 3000", f.where, f.got)
+		}
+	}
+}

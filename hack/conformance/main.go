@@ -3,14 +3,15 @@
 // node is fullagent — or, with --agent=kubelet, the upstream kubelet
 // v1.37.2 on the same machine and runtime, for comparison.
 //
-//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features] [--procs=12] [--focus=REGEX]
+//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--procs=12] [--focus=REGEX]
 //	go run ./hack/conformance compare DIR_A DIR_B
 //
 // --features adds the feature-gated NodeConformance specs of every gate
 // that is on by default in v1.37 (the e2e framework labels the specs of
 // gates off by default Feature:OffByDefault, and alpha ones Alpha; both
-// stay out). Each run writes its report to OUT/AGENT-containerdVERSION
-// (with -features when given): junit.xml, logs/ and specs.txt, one
+// stay out); --gated-only runs just those feature-gated specs. Each run
+// writes its report to OUT/AGENT-containerdVERSION (with -features or
+// -gated when given): junit.xml, logs/ and specs.txt, one
 // "passed|failed|skipped<TAB>spec" line per spec, sorted by spec. compare
 // prints the specs DIR_B passed and DIR_A did not, from their specs.txt.
 //
@@ -51,17 +52,44 @@ import (
 const nodeName = "conformance-node"
 
 // labelFilter selects the specs of a run; featuresFilter also lets in the
-// specs of feature gates on by default.
+// specs of feature gates on by default; gatedFilter lets in only those.
 const (
 	labelFilter    = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !/FeatureGate:/ && !/^Feature:/`
 	featuresFilter = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !BetaOffByDefault && !/^Feature:/`
+	gatedFilter    = `(` + featuresFilter + `) && /FeatureGate:/`
 )
 
 // options are the command line of a run.
 type options struct {
 	agent, containerd, focus, out string
 	procs                         int
-	keep, features                bool
+	keep, features, gatedOnly     bool
+}
+
+// specSet is the set of specs the options select: "" (the non-gated
+// ones), "features" (those and the gated ones of gates on by default) or
+// "gated" (only the gated ones); it names the report directory too.
+func (o options) specSet() (string, error) {
+	switch {
+	case o.gatedOnly && o.features:
+		return "", errors.New("--gated-only and --features exclude each other")
+	case o.gatedOnly:
+		return "gated", nil
+	case o.features:
+		return "features", nil
+	}
+	return "", nil
+}
+
+// filterFor is the ginkgo label filter of a spec set.
+func filterFor(set string) string {
+	switch set {
+	case "features":
+		return featuresFilter
+	case "gated":
+		return gatedFilter
+	}
+	return labelFilter
 }
 
 func main() {
@@ -83,6 +111,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "_output/conformance", "report directory")
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running after the tests (for debugging)")
 	flag.BoolVar(&o.features, "features", false, "also run the feature-gated specs of gates on by default in v1.37")
+	flag.BoolVar(&o.gatedOnly, "gated-only", false, "run only the feature-gated specs of gates on by default in v1.37")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -98,6 +127,10 @@ func run(ctx context.Context, o options) error {
 	if agent != "fullagent" && agent != "kubelet" {
 		return fmt.Errorf("--agent=%q: want fullagent or kubelet", agent)
 	}
+	set, err := o.specSet()
+	if err != nil {
+		return err
+	}
 	containerd, err := localcri.ResolveVersion(o.containerd)
 	if err != nil {
 		return fmt.Errorf("--containerd: %w", err)
@@ -111,7 +144,7 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("%s missing in %s: run bash hack/build-tools.sh conformance", b, bin)
 		}
 	}
-	out, _ := filepath.Abs(filepath.Join(o.out, reportName(agent, containerd, o.features)))
+	out, _ := filepath.Abs(filepath.Join(o.out, reportName(agent, containerd, set)))
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -218,11 +251,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	filter := labelFilter
-	if o.features {
-		filter = featuresFilter
-	}
-	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + filter,
+	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + filterFor(set),
 		"--junit-report=junit.xml", "--output-dir=" + out, "--timeout=80m", "--no-color"}
 	if len(skips) > 0 {
 		args = append(args, "--skip="+strings.Join(skips, "|"))

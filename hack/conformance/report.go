@@ -18,12 +18,13 @@ const (
 )
 
 // reportName is a run's report directory under --out: the agent, the
-// containerd it ran on, and -features for a run with the feature-gated
-// specs, so that runs of both agents on both runtimes sit side by side.
-func reportName(agent, containerd string, features bool) string {
+// containerd it ran on, and the spec set ("features" for a run with the
+// feature-gated specs, "gated" for only those) when not the default, so
+// that runs of both agents on both runtimes sit side by side.
+func reportName(agent, containerd, set string) string {
 	name := agent + "-containerd" + containerd
-	if features {
-		name += "-features"
+	if set != "" {
+		name += "-" + set
 	}
 	return name
 }

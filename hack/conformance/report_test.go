@@ -69,10 +69,46 @@ func TestSpecsAndCompare(t *testing.T) {
 }
 
 func TestReportName(t *testing.T) {
-	if got := reportName("kubelet", "2", true); got != "kubelet-containerd2-features" {
+	if got := reportName("kubelet", "2", "features"); got != "kubelet-containerd2-features" {
 		t.Errorf("reportName = %q", got)
 	}
-	if got := reportName("fullagent", "1.6", false); got != "fullagent-containerd1.6" {
+	if got := reportName("kubelet", "2", "gated"); got != "kubelet-containerd2-gated" {
 		t.Errorf("reportName = %q", got)
+	}
+	if got := reportName("fullagent", "1.6", ""); got != "fullagent-containerd1.6" {
+		t.Errorf("reportName = %q", got)
+	}
+}
+
+// The flags choose the spec set, and each set its label filter:
+// --gated-only is the --features filter narrowed to the FeatureGate-labelled
+// specs, and the two flags together are refused.
+func TestSpecSetFilter(t *testing.T) {
+	for _, tc := range []struct {
+		o         options
+		set, want string
+	}{
+		{options{}, "", labelFilter},
+		{options{features: true}, "features", featuresFilter},
+		{options{gatedOnly: true}, "gated", "(" + featuresFilter + ") && /FeatureGate:/"},
+	} {
+		set, err := tc.o.specSet()
+		if err != nil || set != tc.set {
+			t.Errorf("%+v: set %q, %v; want %q", tc.o, set, err, tc.set)
+		}
+		if got := filterFor(set); got != tc.want {
+			t.Errorf("filterFor(%q) = %q, want %q", set, got, tc.want)
+		}
+	}
+	if !strings.Contains(labelFilter, "!/FeatureGate:/") || strings.Contains(featuresFilter, "FeatureGate") {
+		t.Errorf("the default filter must keep gated specs out and --features let them in")
+	}
+	for _, f := range []string{"!Alpha", "!BetaOffByDefault", "!/^Feature:/", "!Serial"} {
+		if !strings.Contains(gatedFilter, f) {
+			t.Errorf("gatedFilter %q lacks %q", gatedFilter, f)
+		}
+	}
+	if _, err := (options{gatedOnly: true, features: true}).specSet(); err == nil {
+		t.Error("--gated-only with --features accepted")
 	}
 }
