@@ -152,3 +152,20 @@ func (s *Server) appendLine(name, line string) error {
 	}
 	return nil
 }
+
+// LoopBackingFiles lists the backing files of the host's loop devices
+// (/sys/block/loop*/loop/backing_file), for tests that check a volume's
+// loop device is there or gone.
+func LoopBackingFiles() ([]string, error) {
+	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			out = append(out, strings.TrimSpace(string(b)))
+		}
+	}
+	return out, nil
+}

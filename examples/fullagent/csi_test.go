@@ -32,12 +32,7 @@ const csiTestDriver = "csi.nodekit.test"
 func TestCSIVolumes(t *testing.T) {
 	e := startEnv(t, envOption{cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	ctx := t.Context()
-	bin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := csitest.Start(t, bin, csitest.Options{Name: csiTestDriver, NodeID: "agent-node-id",
-		Topology: map[string]string{"topology.csi.nodekit.test/zone": "z1"}, RegistryDir: filepath.Join(e.rootDir, "plugins_registry")})
+	drv := e.startCSIDriver(t, csitest.Options{Topology: map[string]string{"topology.csi.nodekit.test/zone": "z1"}})
 
 	t.Run("registration: CSINode, nodeid annotation, topology label", func(t *testing.T) {
 		poll(t, 60*time.Second, "CSINode lists the driver", func(ctx context.Context) (bool, error) {
@@ -61,7 +56,7 @@ func TestCSIVolumes(t *testing.T) {
 	})
 
 	policy := storagev1.FileFSGroupPolicy
-	_, err = e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
+	_, err := e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false), FSGroupPolicy: &policy,
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}}}, metav1.CreateOptions{})
 	if err != nil {
@@ -233,4 +228,25 @@ func claimSpec(class string) v1.PersistentVolumeClaimSpec {
 		StorageClassName: ptr.To(class),
 		Resources:        v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}},
 	}
+}
+
+// startCSIDriver builds the test kit's CSI driver and starts it as its own
+// process registering with the agent (o's Name, NodeID and RegistryDir
+// default to csiTestDriver, agent-node-id and the agent's registry).
+func (e *env) startCSIDriver(t *testing.T, o csitest.Options) *csitest.Process {
+	t.Helper()
+	bin, err := csitest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Name == "" {
+		o.Name = csiTestDriver
+	}
+	if o.NodeID == "" {
+		o.NodeID = "agent-node-id"
+	}
+	if o.RegistryDir == "" {
+		o.RegistryDir = filepath.Join(e.rootDir, "plugins_registry")
+	}
+	return csitest.Start(t, bin, o)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,12 +35,7 @@ import (
 func TestCSIAttach(t *testing.T) {
 	e := startEnv(t, envOption{cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	ctx := t.Context()
-	bin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := csitest.Start(t, bin, csitest.Options{Name: csiTestDriver, NodeID: "agent-node-id",
-		RegistryDir: filepath.Join(e.rootDir, "plugins_registry")})
+	drv := e.startCSIDriver(t, csitest.Options{})
 	if _, err := e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

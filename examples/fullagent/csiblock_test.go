@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,12 +32,7 @@ import (
 func TestCSIBlockAndExpansion(t *testing.T) {
 	e := startEnv(t, envOption{cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	ctx := t.Context()
-	bin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv := csitest.Start(t, bin, csitest.Options{Name: csiTestDriver, NodeID: "agent-node-id", ExpandVolume: true,
-		RegistryDir: filepath.Join(e.rootDir, "plugins_registry")})
+	drv := e.startCSIDriver(t, csitest.Options{ExpandVolume: true})
 	poll(t, 60*time.Second, "CSINode lists the driver", func(ctx context.Context) (bool, error) {
 		cn, err := e.client.StorageV1().CSINodes().Get(ctx, testNode, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -46,7 +40,7 @@ func TestCSIBlockAndExpansion(t *testing.T) {
 		}
 		return err == nil && len(cn.Spec.Drivers) == 1, err
 	})
-	_, err = e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
+	_, err := e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -179,15 +173,9 @@ func testOnlineExpansion(t *testing.T, e *env, drv *csitest.Process) {
 // loopBackingFiles lists the backing files of the host's loop devices.
 func loopBackingFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	files, err := csitest.LoopBackingFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil {
-			out = append(out, strings.TrimSpace(string(b)))
-		}
-	}
-	return out
+	return files
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,11 +27,7 @@ import (
 func TestCSIVolumeStats(t *testing.T) {
 	e := startEnv(t, envOption{config: "volumeStatsAggPeriod: 2s\n", cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	ctx := t.Context()
-	bin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	csitest.Start(t, bin, csitest.Options{Name: csiTestDriver, NodeID: "agent-node-id", RegistryDir: filepath.Join(e.rootDir, "plugins_registry")})
+	e.startCSIDriver(t, csitest.Options{})
 	poll(t, 60*time.Second, "CSINode lists the driver", func(ctx context.Context) (bool, error) {
 		cn, err := e.client.StorageV1().CSINodes().Get(ctx, testNode, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -253,15 +253,9 @@ func TestBlockAfterRestart(t *testing.T) {
 // loopBackingFiles lists the backing files of the host's loop devices.
 func loopBackingFiles(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	files, err := csitest.LoopBackingFiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil {
-			out = append(out, strings.TrimSpace(string(b)))
-		}
-	}
-	return out
+	return files
 }
