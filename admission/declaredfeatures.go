@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
+	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
 )
@@ -74,4 +77,70 @@ func (d *DeclaredFeatures) Admit(_ context.Context, req nodekit.AdmitRequest) no
 	}
 	return nodekit.Decision{Reason: ReasonPodFeatureUnsupported,
 		Message: messagePodFeatureUnsupported + strings.Join(match.UnsatisfiedRequirements, ", ")}
+}
+
+// EventFailedNodeDeclaredFeaturesCheck is the reason of the warning event
+// recorded on a running pod whose update needs a feature the node does not
+// declare, as upstream's.
+const EventFailedNodeDeclaredFeaturesCheck = "FailedNodeDeclaredFeaturesCheck"
+
+// EventRecorder records an event on an object; client-go's
+// record.EventRecorder satisfies it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// MissingForUpdate returns the features the change from old to updated
+// needs and the node does not declare (empty when none), as upstream's
+// framework infers them for a pod update (say, a resize of pod-level
+// resources).
+func (d *DeclaredFeatures) MissingForUpdate(old, updated *v1.Pod) ([]string, error) {
+	oldInfo := &ndf.PodInfo{Spec: &old.Spec, Status: &old.Status}
+	newInfo := &ndf.PodInfo{Spec: &updated.Spec, Status: &updated.Status}
+	needs, err := d.framework.InferForPodUpdate(oldInfo, newInfo, d.version)
+	if err != nil {
+		return nil, fmt.Errorf("infer the features of the update of pod %s/%s: %w", updated.Namespace, updated.Name, err)
+	}
+	if needs.IsEmpty() {
+		return nil, nil
+	}
+	match, err := d.framework.MatchNodeFeatureSet(needs, d.declared)
+	if err != nil {
+		return nil, fmt.Errorf("match the features of the update of pod %s/%s: %w", updated.Namespace, updated.Name, err)
+	}
+	if match.IsMatch {
+		return nil, nil
+	}
+	return match.UnsatisfiedRequirements, nil
+}
+
+// UpdateChecker checks each update of a running pod against the node's
+// declared features, as upstream kubelet does when it hands a pod update to
+// the pod's worker: an update needing a feature the node does not declare
+// is logged and gets a Warning event FailedNodeDeclaredFeaturesCheck ("Pod
+// requires node features that are not available: ..."). The update still
+// reaches the worker, as upstream's (the API server's own check refuses
+// such updates first). It is a syncloop.UpdateObserver.
+type UpdateChecker struct {
+	Features *DeclaredFeatures
+	// Recorder receives the events; nil only logs.
+	Recorder EventRecorder
+}
+
+// ObservePodUpdate implements syncloop.UpdateObserver.
+func (c *UpdateChecker) ObservePodUpdate(ctx context.Context, old, updated *v1.Pod) {
+	logger := klog.FromContext(ctx)
+	missing, err := c.Features.MissingForUpdate(old, updated)
+	if err != nil {
+		logger.Error(err, "Failed to check the pod update against the node's declared features", "pod", klog.KObj(updated))
+		return
+	}
+	if len(missing) == 0 {
+		return
+	}
+	list := strings.Join(missing, ", ")
+	logger.Error(nil, "Pod requires node features that are not available", "pod", klog.KObj(updated), "missingFeatures", list)
+	if c.Recorder != nil {
+		c.Recorder.Eventf(updated, v1.EventTypeWarning, EventFailedNodeDeclaredFeaturesCheck, "%s%s", messagePodFeatureUnsupported, list)
+	}
 }

@@ -2,10 +2,13 @@ package admission_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
@@ -80,5 +83,48 @@ func TestNewDeclaredFeaturesRefusesBadLists(t *testing.T) {
 	}
 	if _, err := admission.NewDeclaredFeatures(nil, "1.x"); err == nil || !strings.Contains(err.Error(), "kubelet version") {
 		t.Errorf("bad version: err %v, want one naming the kubelet version", err)
+	}
+}
+
+// eventLog keeps the events recorded on pods.
+type eventLog struct{ events []string }
+
+func (l *eventLog) Eventf(_ runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	l.events = append(l.events, eventtype+" "+reason+" "+fmt.Sprintf(messageFmt, args...))
+}
+
+// An update needing a feature the node does not declare gets upstream's
+// Warning event; one the node declares, or one needing nothing, none.
+func TestUpdateCheckerEvents(t *testing.T) {
+	running := pod("p", "cpu=1")
+	running.Spec.Resources = &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}
+	podLevelResize := running.DeepCopy()
+	podLevelResize.Spec.Resources.Limits[v1.ResourceCPU] = resource.MustParse("2")
+	containerResize := running.DeepCopy()
+	containerResize.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")}
+
+	tests := []struct {
+		name     string
+		declared []string
+		updated  *v1.Pod
+		want     []string
+	}{
+		{name: "pod-level resize, not declared", declared: []string{"ExtendWebSocketsToKubelet"}, updated: podLevelResize,
+			want: []string{"Warning FailedNodeDeclaredFeaturesCheck Pod requires node features that are not available: InPlacePodLevelResourcesVerticalScaling"}},
+		{name: "pod-level resize, declared", declared: []string{"InPlacePodLevelResourcesVerticalScaling"}, updated: podLevelResize},
+		{name: "container resize needs no declared feature", declared: nil, updated: containerResize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ad, err := admission.NewDeclaredFeatures(tc.declared, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			log := &eventLog{}
+			(&admission.UpdateChecker{Features: ad, Recorder: log}).ObservePodUpdate(context.Background(), running, tc.updated)
+			if strings.Join(log.events, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("events\n got: %q\nwant: %q", log.events, tc.want)
+			}
+		})
 	}
 }

@@ -9,7 +9,9 @@
 // RestartAllContainers restart action only when its gate is off) with
 // PodFeatureUnsupported; and
 // DeclaredFeatures, which refuses a pod needing a node feature the node does
-// not declare in status.declaredFeatures (same reason). Each
+// not declare in status.declaredFeatures (same reason; its UpdateChecker
+// records upstream's FailedNodeDeclaredFeaturesCheck event for an update
+// of a running pod needing one). Each
 // built-in rejects with upstream v1.37's Reason and Message (OutOfcpu,
 // NodeAffinity, ...), so rejected pods look the same as under kubelet.
 //

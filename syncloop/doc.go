@@ -23,7 +23,10 @@
 // resources come from the Resizer. With ResourceHealth providers
 // (devicemgr, dra), every status of a regular container carries the
 // health of its devices (allocatedResourcesStatus); a pod's UID on
-// ProbeUpdates publishes a health change at once.
+// ProbeUpdates publishes a health change at once. UpdateObservers are
+// told of each spec update of a pod the loop holds, with the version it
+// held, before the pod's worker sees it (upstream's checks of a pod
+// update; admission.UpdateChecker is one).
 //
 // It does not talk to a container runtime protocol or to the API server
 // directly: those come in through nodekit.Runtime and the StatusManager

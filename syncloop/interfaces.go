@@ -42,6 +42,14 @@ type OrphanStatusRemover interface {
 	RemoveOrphanedStatuses(keep map[types.UID]bool)
 }
 
+// UpdateObserver is told of a known pod's spec update before the pod's
+// worker sees it: old is the pod as the loop held it, updated the new one.
+// It must not modify either and must not block (it runs on the loop's
+// goroutine).
+type UpdateObserver interface {
+	ObservePodUpdate(ctx context.Context, old, updated *v1.Pod)
+}
+
 // Relister relists one pod at once (pleg.Generic and pleg.Evented
 // implement it): the loop asks for it after a sync that changed the pod
 // without error, so the pod's new state (its containers running) reaches

@@ -104,6 +104,12 @@ type Config struct {
 	// reported. A health change should wake the pod through ProbeUpdates.
 	ResourceHealth []ResourceHealth
 
+	// UpdateObservers are told of each spec update of a known pod (not a
+	// mirror), with the pod as the loop held it before, ahead of the
+	// pod's worker: upstream's pod-update hooks (the declared-features
+	// check of an update, package admission's DeclaredFeatures).
+	UpdateObservers []UpdateObserver
+
 	// TracerProvider, when set, traces each pod worker step in a span
 	// named as upstream's (syncPod, syncTerminatingPod,
 	// syncTerminatedPod) carrying the pod's UID, name and namespace; the
@@ -309,12 +315,18 @@ func (l *Loop) HandleUpdate(ctx context.Context, u nodekit.PodUpdate) {
 		l.handleAdd(ctx, u.Pods)
 	case nodekit.UPDATE, nodekit.DELETE:
 		for _, p := range u.Pods {
+			old, known := l.store.get(p.UID)
 			l.store.set(p)
 			if podutil.IsMirror(p) {
 				if sp := l.store.staticFor(p); sp != nil {
 					l.dispatch(ctx, sp, UpdateSpec)
 				}
 				continue
+			}
+			if known && u.Op == nodekit.UPDATE {
+				for _, o := range l.cfg.UpdateObservers {
+					o.ObservePodUpdate(ctx, old, p)
+				}
 			}
 			l.dispatch(ctx, p, UpdateSpec)
 		}

@@ -57,7 +57,8 @@ type agent struct {
 	// needing others (declaredfeatures.go); nil with the gate off.
 	declared      []string
 	declaredAdmit nodekit.Admitter
-	client        kubernetes.Interface // nil when standalone
+	declaredFeat  *admission.DeclaredFeatures // the same admitter, for pod updates
+	client        kubernetes.Interface        // nil when standalone
 	runtime       *criruntime.Runtime
 	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off
 	merger        *podconfig.Merger
@@ -164,7 +165,7 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 		return nil, nil, err
 	}
 	if declaredAdmit != nil {
-		a.declared, a.declaredAdmit = declared, declaredAdmit
+		a.declared, a.declaredAdmit, a.declaredFeat = declared, declaredAdmit, declaredAdmit
 	}
 	if a.metrics, err = newAgentMetrics(nodeName, time.Now()); err != nil {
 		return nil, nil, err

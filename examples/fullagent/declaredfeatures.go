@@ -5,6 +5,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // notImplementedFeatures are the node-declared features kubelet v1.37.2
@@ -45,4 +46,15 @@ func (a *agent) declaredFeatures() ([]string, *admission.DeclaredFeatures, error
 		return nil, nil, fmt.Errorf("featureGates: %w", err)
 	}
 	return list, ad, nil
+}
+
+// updateObservers are the loop's pod-update hooks: with the
+// NodeDeclaredFeatures gate on, the check of each update against the
+// declared features (a FailedNodeDeclaredFeaturesCheck event when it needs
+// one the node lacks), as upstream.
+func (a *agent) updateObservers(recorder admission.EventRecorder) []syncloop.UpdateObserver {
+	if a.declaredFeat == nil {
+		return nil
+	}
+	return []syncloop.UpdateObserver{&admission.UpdateChecker{Features: a.declaredFeat, Recorder: recorder}}
 }

@@ -411,6 +411,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		SyncPeriod:       a.cfg.SyncFrequency.Duration,
 		Metrics:          a.metrics,
 		Resizer:          a.resizer,
+		UpdateObservers:  a.updateObservers(recorder),
 		ResourceHealth:   resourceHealth(a.gates, a.devices, a.dra),
 		TracerProvider:   a.tracer,
 	})
