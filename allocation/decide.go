@@ -41,6 +41,9 @@ type NodeConfig struct {
 type Pending struct {
 	Reason  string
 	Message string
+	// Detail is the reason_detail of an Infeasible resize
+	// (kubelet_pod_infeasible_resizes_total).
+	Detail string
 }
 
 // ForPod returns what pod's spec asks for: every init and regular
@@ -102,10 +105,10 @@ func Decide(ctx context.Context, desired *v1.Pod, allocated PodResources, node N
 	}
 	if qos.Class(desired) == v1.PodQOSGuaranteed {
 		if node.CPUManagerStatic && requestChanged(desired, allocated, v1.ResourceCPU) {
-			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticCPU}
+			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticCPU, Detail: InfeasibleStaticCPU}
 		}
 		if node.MemoryManagerStatic && requestChanged(desired, allocated, v1.ResourceMemory) {
-			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticMemory}
+			return &Pending{Reason: v1.PodReasonInfeasible, Message: msgStaticMemory, Detail: InfeasibleStaticMemory}
 		}
 	}
 	if fit == nil {
@@ -131,7 +134,7 @@ func podLevelRefusal(desired, allocated *v1.ResourceRequirements) *Pending {
 		return nil
 	}
 	if desired == nil && allocated != nil {
-		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelRemove}
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelRemove, Detail: InfeasiblePodLevelRemoved}
 	}
 	var d, a v1.ResourceRequirements
 	if desired != nil {
@@ -142,7 +145,7 @@ func podLevelRefusal(desired, allocated *v1.ResourceRequirements) *Pending {
 	}
 	if !sameBeyondCPUMemory(d.Requests, a.Requests) || !sameBeyondCPUMemory(d.Limits, a.Limits) ||
 		!apiequality.Semantic.DeepEqual(d.Claims, a.Claims) {
-		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelOther}
+		return &Pending{Reason: v1.PodReasonInfeasible, Message: msgPodLevelOther, Detail: InfeasiblePodLevelOther}
 	}
 	return nil
 }

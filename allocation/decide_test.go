@@ -48,7 +48,7 @@ func TestDecide(t *testing.T) {
 			name:      "guaranteed CPU under the static CPU manager",
 			allocated: guaranteed("1", "1Gi"), desired: guaranteed("2", "1Gi"),
 			node: allocation.NodeConfig{CPUManagerStatic: true}, fit: fitOn("cpu=4,memory=4Gi"),
-			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`},
+			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside CPU Manager policy "static"`, Detail: allocation.InfeasibleStaticCPU},
 		},
 		{
 			name:      "guaranteed memory only under the static CPU manager fits",
@@ -59,7 +59,7 @@ func TestDecide(t *testing.T) {
 			name:      "guaranteed memory under the static memory manager",
 			allocated: guaranteed("1", "1Gi"), desired: guaranteed("1", "2Gi"),
 			node: allocation.NodeConfig{MemoryManagerStatic: true}, fit: fitOn("cpu=4,memory=4Gi"),
-			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`},
+			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: `Resize is infeasible for Guaranteed Pods alongside Memory Manager policy "Static"`, Detail: allocation.InfeasibleStaticMemory},
 		},
 		{
 			name:      "burstable CPU under the static CPU manager fits",
@@ -97,14 +97,14 @@ func TestDecide(t *testing.T) {
 			allocated: reqs("", ""), desired: reqs("", ""),
 			allocLvl: podLevel("cpu=1,hugepages-2Mi=2Mi", "cpu=1,hugepages-2Mi=2Mi"), podLevel: podLevel("cpu=1,hugepages-2Mi=4Mi", "cpu=1,hugepages-2Mi=4Mi"),
 			fit:  fitOn("cpu=4,memory=4Gi"),
-			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "only cpu and memory resources are mutable at pod-level"},
+			want: &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "only cpu and memory resources are mutable at pod-level", Detail: allocation.InfeasiblePodLevelOther},
 		},
 		{
 			name:      "pod-level resources removed: infeasible",
 			allocated: reqs("cpu=1", ""), desired: reqs("cpu=1", ""),
 			allocLvl: podLevel("cpu=1", "cpu=2"),
 			fit:      fitOn("cpu=4,memory=4Gi"),
-			want:     &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "pod-level resources cannot be removed"},
+			want:     &allocation.Pending{Reason: v1.PodReasonInfeasible, Message: "pod-level resources cannot be removed", Detail: allocation.InfeasiblePodLevelRemoved},
 		},
 	}
 	for _, tc := range cases {

@@ -44,4 +44,16 @@
 // the removal of pod-level resources, and a pod-level change of anything
 // but CPU and memory (the API server refuses both; a pod from a file can
 // ask).
+//
+// Metrics (Config.Metrics, NewMetrics) are kubelet's resize series with
+// upstream's names, labels and buckets: requested container resizes
+// (counted from pod updates: Metrics is a syncloop.UpdateObserver),
+// actuation durations, pending and in-progress resizes, infeasible ones
+// by reason_detail (two labels of nodekit's own for the pod-level
+// refusals upstream leaves to the API server), and deferred resizes
+// accepted later with their wait. A deferred resize's retry_trigger is
+// what last queued its retry (another pod left: pods_removed; another
+// resize allocated: pod_resized), pod_updated for its own newer
+// generation, else periodic_retry: nodekit decides a deferred resize again
+// on each sync, where upstream retries on a timer and on those triggers.
 package allocation

@@ -37,7 +37,9 @@ type Config struct {
 	// ResizeStarted, ResizeCompleted, ResizeError, ResizeDeferred and
 	// ResizeInfeasible, with upstream's messages.
 	Recorder Recorder
-	Clock    clock.PassiveClock
+	// Metrics, if set, receives kubelet's resize series (NewMetrics).
+	Metrics *Metrics
+	Clock   clock.PassiveClock
 }
 
 // Manager keeps allocations and actuations and the resize conditions of
@@ -51,6 +53,9 @@ type Manager struct {
 	mu       sync.Mutex
 	conds    map[types.UID]*podConditions
 	deferred map[types.UID]bool
+	// triggers holds, per deferred pod, what last queued a retry of it
+	// (retry_trigger of kubelet_pod_deferred_accepted_resizes_total).
+	triggers map[types.UID]string
 	retries  chan types.UID
 }
 
@@ -77,7 +82,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, allocated: alloc, actuated: act,
 		act: &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Sandbox: cfg.Sandbox, Usage: cfg.Usage,
 			PodUsage: cfg.PodUsage, Actuated: act},
-		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{},
+		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{}, triggers: map[types.UID]string{},
 		retries: make(chan types.UID, retryBuffer),
 	}, nil
 }
@@ -95,14 +100,16 @@ const retryBuffer = 64
 // periodic sync catches up.
 func (m *Manager) Retries() <-chan types.UID { return m.retries }
 
-// retryDeferred queues a retry of every deferred resize but skip's.
-func (m *Manager) retryDeferred(skip types.UID) {
+// retryDeferred queues a retry of every deferred resize but skip's, for
+// trigger.
+func (m *Manager) retryDeferred(skip types.UID, trigger string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for uid := range m.deferred {
 		if uid == skip {
 			continue
 		}
+		m.triggers[uid] = trigger
 		select {
 		case m.retries <- uid:
 		default:
@@ -138,6 +145,7 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	}
 	allocatedPod, differs := WithResources(pod, alloc)
 	if !differs {
+		m.endDeferral(pod, resolutionReverted)
 		m.setPending(pod, nil)
 		return pod, nil
 	}
@@ -145,6 +153,9 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 	if pending != nil {
 		if m.setPending(pod, pending) {
 			m.pendingEvent(pod, pending)
+			if pending.Reason == v1.PodReasonInfeasible {
+				m.cfg.Metrics.countInfeasible(pending.Detail)
+			}
 		}
 		return allocatedPod, nil
 	}
@@ -152,10 +163,11 @@ func (m *Manager) Allocate(ctx context.Context, pod *v1.Pod) (*v1.Pod, error) {
 		return allocatedPod, err
 	}
 	klog.FromContext(ctx).V(2).Info("Pod resize allocated", "pod", klog.KObj(pod), "generation", pod.Generation)
+	m.endDeferral(pod, resolutionAccepted)
 	m.setPending(pod, nil)
 	m.setInProgress(pod, "", "")
 	m.event(pod, v1.EventTypeNormal, EventResizeStarted, resizeMessage("Pod resize started", pod, pod.Generation, ""))
-	m.retryDeferred(pod.UID)
+	m.retryDeferred(pod.UID, TriggerPodResized)
 	return pod, nil
 }
 
@@ -204,7 +216,9 @@ func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatu
 	if plan.Empty() {
 		return nil, m.completed(pod), nil
 	}
+	start := m.cfg.Clock.Now()
 	restart, err = m.act.Run(ctx, pod, plan)
+	m.cfg.Metrics.observeActuation(float64(m.cfg.Clock.Since(start).Milliseconds()), err == nil)
 	if err != nil {
 		if gen, changed := m.setInProgress(pod, v1.PodReasonError, err.Error()); changed {
 			m.event(pod, v1.EventTypeWarning, EventResizeError, resizeMessage("Pod resize error", pod, gen, err.Error()))
@@ -231,10 +245,15 @@ func (m *Manager) completed(pod *v1.Pod) bool {
 // Forget drops everything kept for the pod (it has left the node).
 func (m *Manager) Forget(uid types.UID) error {
 	m.mu.Lock()
+	if c := m.conds[uid]; c != nil && m.deferred[uid] && c.pending != nil {
+		m.cfg.Metrics.deferralEnded(resolutionTerminate, c.bucket, m.cfg.Clock.Since(c.pending.LastTransitionTime.Time).Seconds())
+	}
 	delete(m.conds, uid)
 	delete(m.deferred, uid)
+	delete(m.triggers, uid)
+	m.cfg.Metrics.setCounts(m.conds)
 	m.mu.Unlock()
-	m.retryDeferred(uid)
+	m.retryDeferred(uid, TriggerPodsRemoved)
 	err1 := m.allocated.Remove(uid)
 	err2 := m.actuated.Remove(uid)
 	if err1 != nil {
@@ -250,4 +269,33 @@ func (m *Manager) RemoveOrphans(keep map[types.UID]bool) error {
 		return err
 	}
 	return m.actuated.RemoveOrphans(keep)
+}
+
+// endDeferral records how a deferred resize of pod ended (accepted, or
+// reverted: the spec went back to the allocation) before its
+// PodResizePending condition is cleared. An acceptance is labelled with
+// what made the node decide again: the pod's own update (a newer
+// generation), the retry another pod's departure or resize queued, else
+// the periodic sync.
+func (m *Manager) endDeferral(pod *v1.Pod, resolution string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.conds[pod.UID]
+	if c == nil || c.pending == nil || !m.deferred[pod.UID] {
+		return
+	}
+	seconds := m.cfg.Clock.Since(c.pending.LastTransitionTime.Time).Seconds()
+	trigger := m.triggers[pod.UID]
+	delete(m.triggers, pod.UID)
+	if resolution != resolutionAccepted {
+		m.cfg.Metrics.deferralEnded(resolution, c.bucket, seconds)
+		return
+	}
+	switch {
+	case pod.Generation != c.pending.ObservedGeneration:
+		trigger = TriggerPodUpdated
+	case trigger == "":
+		trigger = TriggerPeriodic
+	}
+	m.cfg.Metrics.acceptedAfterDeferral(trigger, c.bucket, seconds)
 }

@@ -11,6 +11,7 @@ import (
 // podConditions are a pod's resize conditions, nil when absent.
 type podConditions struct {
 	pending, inProgress *v1.PodCondition
+	bucket              string // the pod's priority_bucket label (metrics)
 }
 
 // resizeCondition returns the condition of type t with reason and message,
@@ -47,6 +48,8 @@ func (m *Manager) setPending(pod *v1.Pod, p *Pending) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.condsLocked(pod.UID)
+	c.bucket = priorityBucket(pod)
+	defer m.cfg.Metrics.setCounts(m.conds)
 	m.deferred[pod.UID] = p != nil && p.Reason == v1.PodReasonDeferred
 	if !m.deferred[pod.UID] {
 		delete(m.deferred, pod.UID)
@@ -67,6 +70,8 @@ func (m *Manager) setInProgress(pod *v1.Pod, reason, message string) (int64, boo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := m.condsLocked(pod.UID)
+	c.bucket = priorityBucket(pod)
+	defer m.cfg.Metrics.setCounts(m.conds)
 	old := c.inProgress
 	c.inProgress = m.resizeCondition(v1.PodResizeInProgress, old, reason, message, pod.Generation)
 	return c.inProgress.ObservedGeneration, old != c.inProgress
@@ -80,6 +85,7 @@ func (m *Manager) clearInProgress(uid types.UID) (int64, bool) {
 	if c := m.conds[uid]; c != nil && c.inProgress != nil {
 		gen := c.inProgress.ObservedGeneration
 		c.inProgress = nil
+		m.cfg.Metrics.setCounts(m.conds)
 		return gen, true
 	}
 	return 0, false

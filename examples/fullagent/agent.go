@@ -58,6 +58,7 @@ type agent struct {
 	declared      []string
 	declaredAdmit nodekit.Admitter
 	declaredFeat  *admission.DeclaredFeatures // the same admitter, for pod updates
+	resizeMetrics *allocation.Metrics         // in-place resize series; also counts resizes in pod updates
 	client        kubernetes.Interface        // nil when standalone
 	runtime       *criruntime.Runtime
 	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off

@@ -48,13 +48,18 @@ func (a *agent) declaredFeatures() ([]string, *admission.DeclaredFeatures, error
 	return list, ad, nil
 }
 
-// updateObservers are the loop's pod-update hooks: with the
-// NodeDeclaredFeatures gate on, the check of each update against the
-// declared features (a FailedNodeDeclaredFeaturesCheck event when it needs
-// one the node lacks), as upstream.
+// updateObservers are the loop's pod-update hooks, as upstream's: the
+// resizes an update asks for counted (kubelet_container_requested_resizes_total)
+// and, with the NodeDeclaredFeatures gate on, the update checked against
+// the declared features (a FailedNodeDeclaredFeaturesCheck event when it
+// needs one the node lacks).
 func (a *agent) updateObservers(recorder admission.EventRecorder) []syncloop.UpdateObserver {
-	if a.declaredFeat == nil {
-		return nil
+	var out []syncloop.UpdateObserver
+	if a.resizeMetrics != nil {
+		out = append(out, a.resizeMetrics)
 	}
-	return []syncloop.UpdateObserver{&admission.UpdateChecker{Features: a.declaredFeat, Recorder: recorder}}
+	if a.declaredFeat != nil {
+		out = append(out, &admission.UpdateChecker{Features: a.declaredFeat, Recorder: recorder})
+	}
+	return out
 }

@@ -20,7 +20,9 @@ import (
 // CRI UpdateContainerResources and the pod cgroup (the runtime told first
 // through CRI UpdatePodSandboxResources), pod-level resources
 // (spec.resources) included (InPlacePodLevelResourcesVerticalScaling, beta
-// and on in v1.37), with upstream's Resize* events on the pod.
+// and on in v1.37), with upstream's Resize* events on the pod and its
+// resize metrics (the requested resizes counted from the loop's pod
+// updates).
 func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder record.EventRecorder) (*allocation.Manager, error) {
 	cfg := allocation.Config{
 		Recorder:   recorder,
@@ -39,6 +41,11 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder r
 		cfg.PodUsage = a.cgroups.m
 		cfg.Sandbox = a.runtime // told before each pod cgroup change, as upstream
 	}
+	a.resizeMetrics = allocation.NewMetrics() // kubelet_container_requested_resizes_total, kubelet_pod_*_resizes...
+	if err := a.resizeMetrics.Register(a.metrics.reg); err != nil {
+		return nil, err
+	}
+	cfg.Metrics = a.resizeMetrics
 	m, err := allocation.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("in-place resize state in %s: %w", rootDir, err)

@@ -131,6 +131,30 @@ func TestInPlaceResize(t *testing.T) {
 	if got := strings.TrimSpace(string(b)); got != "268435456" {
 		t.Errorf("pod cgroup memory limit = %s, want 268435456 (2 x 128Mi)", got)
 	}
+	checkResizeMetrics(t, e)
+}
+
+// checkResizeMetrics checks kubelet's resize series after TestInPlaceResize's
+// resize: each raised limit counted (both memory limits, app's CPU limit), the actuations
+// timed, and no resize left in progress.
+func checkResizeMetrics(t *testing.T, e *env) {
+	t.Helper()
+	m, err := e.scrape(t.Context(), "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for series, want := range map[string]float64{
+		`kubelet_container_requested_resizes_total{operation="increase",requirement="limits",resource="memory"}`: 2,
+		`kubelet_container_requested_resizes_total{operation="increase",requirement="limits",resource="cpu"}`:    1,
+		`kubelet_pod_in_progress_resizes`: 0,
+	} {
+		if got, ok := m[series]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	if n := m[`kubelet_pod_resize_duration_milliseconds_count{success="true"}`]; n < 1 {
+		t.Errorf("kubelet_pod_resize_duration_milliseconds_count{success=\"true\"} = %v, want at least 1", n)
+	}
 }
 
 // TestResizeAcrossAgentKill: the agent is killed with SIGKILL, a running
