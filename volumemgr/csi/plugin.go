@@ -69,6 +69,11 @@ type Plugin struct {
 	// unless the driver asks for republishing.
 	publishedMu sync.Mutex
 	published   map[string]bool
+	// blockSpecs holds the PV (spec) name of each raw block volume this
+	// process set up (or began to), by pod UID and pod volume name: the
+	// pod's volume directory holds nothing of a block volume (block.go).
+	blockMu    sync.Mutex
+	blockSpecs map[string]string
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -138,7 +143,7 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}}, nil
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -314,18 +319,20 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 }
 
 // publish calls NodePublishVolume for target, with vol_data.json written
-// into req.Dir first.
+// into req.Dir first, unless data is nil (a block volume's is elsewhere).
 func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
 	capability *csipb.VolumeCapability, staging, target string, data, publishContext map[string]string) error {
 	secrets, err := p.secrets(ctx, "NodePublish", src.publishSecret)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(req.Dir, 0o750); err != nil {
-		return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
-	}
-	if err := writeVolData(req.Dir, data); err != nil {
-		return err
+	if data != nil {
+		if err := os.MkdirAll(req.Dir, 0o750); err != nil {
+			return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
+		}
+		if err := writeVolData(req.Dir, data); err != nil {
+			return err
+		}
 	}
 	attrs := map[string]string{}
 	for k, v := range src.attributes {
