@@ -18,7 +18,10 @@
 //     must list the Ephemeral lifecycle mode) and generic ephemeral volumes
 //     (the PVC POD-VOLUME, which the pod must control): NodeStageVolume into
 //     ROOT/plugins/kubernetes.io/csi/DRIVER/SHA256(HANDLE)/globalmount when the
-//     driver has STAGE_UNSTAGE_VOLUME, NodePublishVolume into
+//     driver has STAGE_UNSTAGE_VOLUME (once per volume while the process
+//     runs; after a restart a running pod's volumes are staged and
+//     published once again, as upstream's reconstructed volumes, which it
+//     marks uncertain, are), NodePublishVolume into
 //     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
 //     beside it, the secrets a PV's nodeStageSecretRef and
 //     nodePublishSecretRef (or an inline volume's nodePublishSecretRef, in

@@ -66,7 +66,8 @@ type Plugin struct {
 	locks   map[string]*volumeLock
 	// published holds the targets this process published (and has not
 	// unpublished since); a SetUp of one again only looks for expansion,
-	// unless the driver asks for republishing.
+	// unless the driver asks for republishing. It holds the staging
+	// directories of file system volumes this process staged, too.
 	publishedMu sync.Mutex
 	published   map[string]bool
 	// blockSpecs holds the PV (spec) name of each raw block volume this
@@ -291,11 +292,15 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 		return "", nil
 	}
 	dir := p.stagingDir(src.driver, src.handle)
-	// Staged once per node, as upstream's MountDevice: another pod of the
-	// volume (or a set-up after a restart) only publishes.
-	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
-		if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
-			return dir, nil
+	// Staged once per node while this process runs, as upstream's
+	// MountDevice (the device globally mounted in its actual state):
+	// another pod of the volume only publishes. After a restart the volume
+	// is staged again, as upstream's reconstructed devices (uncertain) are.
+	if p.isPublished(dir) {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
+			if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
+				return dir, nil
+			}
 		}
 	}
 	secrets, err := p.secrets(ctx, "NodeStage", src.stageSecret)
@@ -315,6 +320,7 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 	if err != nil {
 		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
 	}
+	p.setPublished(dir, true)
 	return dir, nil
 }
 

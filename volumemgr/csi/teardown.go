@@ -111,6 +111,7 @@ func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, han
 		return err
 	}
 	defer p.cfg.Metrics.operation(driver, "unmount_device")(&err)
+	p.setPublished(staging, false)
 	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
 		return fmt.Errorf("UnmountDevice failed for volume %q: %w", handle, err)
 	}
