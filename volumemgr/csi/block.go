@@ -139,7 +139,8 @@ func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.S
 	if staged {
 		staging = p.blockStagingPath(spec)
 	}
-	if pol.republish || !p.isPublished(target) {
+	mapped := pol.republish || !p.isPublished(target)
+	if mapped {
 		if staged {
 			if err := p.stageBlock(ctx, c, src, staging, capability, publishContext); err != nil {
 				return nil, err
@@ -163,6 +164,12 @@ func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.S
 	}
 	if err := p.dropOldLayout(ctx, req.Dir); err != nil {
 		return nil, err
+	}
+	if mapped { // upstream's two events of a MapVolume
+		for _, suffix := range []string{fmt.Sprintf("globalMapPath %q", filepath.Dir(p.globalMapPath(spec, req.Pod.UID))),
+			fmt.Sprintf("volumeMapPath %q", filepath.Dir(link))} {
+			p.cfg.Events.Eventf(req.Pod, v1.EventTypeNormal, "SuccessfulMountVolume", "MapVolume.MapPodDevice succeeded for volume %q %s", spec, suffix)
+		}
 	}
 	expandable, err := p.expand(ctx, c, req.Pod, src, target, staging)
 	if err != nil {
@@ -298,13 +305,13 @@ func (p *Plugin) unstageBlock(ctx context.Context, c *nodeClient, driver, handle
 // removeBlockFiles removes what is left of a block volume no pod uses, as
 // upstream's cleanupOrphanDeviceFiles: the empty publish directory, the
 // staging path, and .../volumeDevices/PV (data/vol_data.json and an
-// empty dev/).
+// empty dev/); the staging and publish directories of all block volumes
+// stay, as upstream's.
 func (p *Plugin) removeBlockFiles(spec string) error {
 	removeEmpty(p.blockPublishDir(spec))
 	if err := os.Remove(p.blockStagingPath(spec)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errors.New(logf("failed to delete volume staging path [%s]: %v", p.blockStagingPath(spec), err))
 	}
-	removeEmpty(filepath.Dir(p.blockStagingPath(spec)))
 	if err := os.Remove(filepath.Join(p.blockDataDir(spec), volDataFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

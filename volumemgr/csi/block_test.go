@@ -53,6 +53,7 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 
 	publish := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/publish/pv-b/uid-1")
 	link := filepath.Join(e.root, "pods/uid-1/volumeDevices/kubernetes.io~csi/pv-b")
+	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b/dev/uid-1")
 	devs, err := m.ContainerDevices(e.ctx, pod, &pod.Spec.Containers[0])
 	if err != nil {
 		t.Fatal(err)
@@ -76,12 +77,18 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 	// Upstream's vol_data.json of a block volume, where upstream keeps it;
 	// nothing in the pod's volume directory.
 	checkBlockVolData(t, e.root, "pv-b", "vol-b")
+	wantEvents := []string{
+		`Normal SuccessfulMountVolume MapVolume.MapPodDevice succeeded for volume "pv-b" globalMapPath "` + filepath.Dir(global) + `"`,
+		`Normal SuccessfulMountVolume MapVolume.MapPodDevice succeeded for volume "pv-b" volumeMapPath "` + filepath.Dir(link) + `"`,
+	}
+	if got := e.events.all(); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %q, want %q", got, wantEvents)
+	}
 	if _, err := os.Lstat(volDir(e.root, "uid-1", "data")); !os.IsNotExist(err) {
 		t.Errorf("the block volume has a pod volume directory %s (%v); upstream has none", volDir(e.root, "uid-1", "data"), err)
 	}
 	// The descriptor lock: the device bind-mounted on the global map
 	// path, a loop device on that.
-	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b/dev/uid-1")
 	if !isMounted(t, global) || !slices.Contains(loopBackingFiles(t), global) {
 		t.Errorf("%s: mounted %v, loop backing files %q; want a loop device on the bind mount", global, isMounted(t, global), loopBackingFiles(t))
 	}

@@ -51,7 +51,9 @@ type PluginConfig struct {
 	Attach AttachAPI
 	// Events records the FileSystemResizeSuccessful and
 	// FileSystemResizeFailed events of online expansion on the pod and
-	// the claim; nil discards them.
+	// the claim, and upstream's two SuccessfulMountVolume events
+	// ("MapVolume.MapPodDevice succeeded ...") of each publish of a raw
+	// block volume on the pod; nil discards them.
 	Events volumemgr.EventRecorder
 }
 
