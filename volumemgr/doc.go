@@ -19,7 +19,10 @@
 // in-tree network-storage volumes. Raw block volumes (volumeDevices) are
 // a plugin's: its SetUpResult.Device is the device ContainerDevices gives
 // the container, and a volume whose plugin gives none fails its set-up
-// when a container names it in volumeDevices; CSI volumes
+// when a container names it in volumeDevices; after a restart the
+// entries of POD/volumeDevices/PLUGIN (upstream's pod device map paths)
+// are found as volumes too, each forgotten once the re-added pod's volume
+// sets up with that entry as its device; CSI volumes
 // (persistentVolumeClaim, ephemeral, csi) come from the plugin in
 // volumemgr/csi, given in Config.Plugins. Without a plugin for a volume
 // WaitForAttachAndMount fails at once for a pod using it, with upstream's

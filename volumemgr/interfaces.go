@@ -138,8 +138,13 @@ type TearDownRequest struct {
 	// Volume is the pod volume, or nil when the volume was found on disk
 	// and its pod is unknown.
 	Volume *v1.Volume
-	// VolumeName is the volume's name (the last element of Dir).
+	// VolumeName is the volume's name (the last element of Dir), or, for
+	// a raw block volume found on disk, DeviceVolumePrefix and the name of
+	// its entry.
 	VolumeName string
 	PodDir     string
-	Dir        string
+	// Dir is the volume's directory (SetUpRequest.Dir), or, for a raw
+	// block volume found on disk, its entry POD/volumeDevices/PLUGIN/NAME
+	// (upstream's pod device map path, a link).
+	Dir string
 }

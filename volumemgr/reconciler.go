@@ -203,6 +203,7 @@ func (m *Manager) run(parent context.Context, o op) {
 	if v.path == "" {
 		v.path = v.dir
 	}
+	m.adoptFoundDeviceLocked(o.uid, v)
 	if v.refresh {
 		next := now.Add(m.cfg.RefreshPeriod)
 		if !res.RefreshBy.IsZero() && res.RefreshBy.Before(next) {
@@ -211,6 +212,22 @@ func (m *Manager) run(parent context.Context, o op) {
 		v.refreshAt = maxTime(next, now.Add(minRefresh))
 	}
 	m.broadcastLocked()
+}
+
+// adoptFoundDeviceLocked forgets the block volume found on disk whose
+// entry (POD/volumeDevices/PLUGIN/NAME) v's set-up returned as its device:
+// it is v, set up again, as upstream's reconstructed volumes are matched to
+// the desired ones by their unique name.
+func (m *Manager) adoptFoundDeviceLocked(uid types.UID, v *volumeState) {
+	a := m.actual[uid]
+	if v.device == "" || a == nil {
+		return
+	}
+	for name, f := range a.volumes {
+		if f != v && f.spec == nil && f.dir == v.device {
+			delete(a.volumes, name)
+		}
+	}
 }
 
 // setUp calls the plugin's SetUp, once the volume passed the in-use gate
@@ -316,7 +333,7 @@ func (m *Manager) removePodVolumeDirs(ctx context.Context, uid types.UID) error 
 		return err
 	}
 	var errs []error
-	for _, top := range []string{"volumes", "plugins"} {
+	for _, top := range []string{"volumes", "volumeDevices", "plugins"} {
 		dir := filepath.Join(podDir, top)
 		entries, err := readDirIfExists(dir)
 		if err != nil {

@@ -13,7 +13,12 @@ import (
 
 // scanOnce rebuilds the actual state from disk on the first Reconcile after
 // start: every ROOT/pods/UID/volumes/PLUGIN/NAME directory of a known plugin
-// becomes a volume to tear down unless its pod is added again, and every pod
+// and every raw block volume's entry ROOT/pods/UID/volumeDevices/PLUGIN/NAME
+// (upstream's pod device map path, NAME the PV's name; such a volume is
+// named DeviceVolumePrefix+NAME and its Dir is the entry) becomes a volume
+// to tear down unless its pod is added again (a block volume: unless a
+// set-up of the re-added pod's volume returns the entry as its Device),
+// and every pod
 // with subPath bind mounts or other mounts below its directory is recorded so
 // its directories are cleaned when it goes. Directories of unknown plugins
 // are left alone (their mounts keep the pod directory). A failed scan is
@@ -101,6 +106,11 @@ func (m *Manager) scanPods(ctx context.Context) (map[types.UID][]*volumeState, e
 				vols = append(vols, &volumeState{name: ve.Name(), plugin: p, dir: filepath.Join(podDir, "volumes", plde.Name(), ve.Name())})
 			}
 		}
+		devs, err := m.scanDevices(ctx, podDir)
+		if err != nil {
+			return nil, err
+		}
+		vols = append(vols, devs...)
 		_, serr := os.Stat(filepath.Join(podDir, subPathsDir))
 		if len(vols) > 0 || serr == nil || len(mt.below(podDir)) > 0 {
 			out[uid] = vols
@@ -112,6 +122,40 @@ func (m *Manager) scanPods(ctx context.Context) (map[types.UID][]*volumeState, e
 		}
 	}
 	return out, nil
+}
+
+// DeviceVolumePrefix starts the name of a raw block volume found on disk
+// in POD/volumeDevices/PLUGIN/NAME (TearDownRequest.VolumeName), which no
+// pod volume name can start with.
+const DeviceVolumePrefix = "volumeDevices/"
+
+// scanDevices lists the raw block volumes of a pod on disk: the entries
+// (links) of POD/volumeDevices/PLUGIN of known plugins.
+func (m *Manager) scanDevices(ctx context.Context, podDir string) ([]*volumeState, error) {
+	plugins, err := readDirIfExists(filepath.Join(podDir, "volumeDevices"))
+	if err != nil {
+		return nil, err
+	}
+	var vols []*volumeState
+	for _, plde := range plugins {
+		if !plde.IsDir() {
+			continue
+		}
+		p := m.pluginNamed(UnescapePluginName(plde.Name()))
+		if p == nil {
+			logger(ctx).Info("Leaving block volumes of an unknown plugin in place", "podDir", podDir, "plugin", UnescapePluginName(plde.Name()))
+			continue
+		}
+		entries, err := readDirIfExists(filepath.Join(podDir, "volumeDevices", plde.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, ve := range entries {
+			vols = append(vols, &volumeState{name: DeviceVolumePrefix + ve.Name(), plugin: p,
+				dir: filepath.Join(podDir, "volumeDevices", plde.Name(), ve.Name())})
+		}
+	}
+	return vols, nil
 }
 
 // readDirIfExists is os.ReadDir with a missing directory read as empty.

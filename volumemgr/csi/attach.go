@@ -52,7 +52,7 @@ func (p *Plugin) AttachableName(ctx context.Context, req *volumemgr.AttachableRe
 		return "", nil
 	}
 	if req.Volume == nil { // found on disk: vol_data.json says which
-		data, err := readVolData(req.Dir)
+		data, err := p.foundVolData(req.Dir)
 		if err != nil {
 			return "", err
 		}

@@ -2,7 +2,11 @@ package csi_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,6 +53,7 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 
 	publish := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/publish/pv-b/uid-1")
 	link := filepath.Join(e.root, "pods/uid-1/volumeDevices/kubernetes.io~csi/pv-b")
+	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b/dev/uid-1")
 	devs, err := m.ContainerDevices(e.ctx, pod, &pod.Spec.Containers[0])
 	if err != nil {
 		t.Fatal(err)
@@ -69,9 +74,21 @@ func TestBlockStagePublishTeardown(t *testing.T) {
 	if !isMounted(t, publish) {
 		t.Errorf("%s is not a mount point", publish)
 	}
+	// Upstream's vol_data.json of a block volume, where upstream keeps it;
+	// nothing in the pod's volume directory.
+	checkBlockVolData(t, e.root, "pv-b", "vol-b")
+	wantEvents := []string{
+		`Normal SuccessfulMountVolume MapVolume.MapPodDevice succeeded for volume "pv-b" globalMapPath "` + filepath.Dir(global) + `"`,
+		`Normal SuccessfulMountVolume MapVolume.MapPodDevice succeeded for volume "pv-b" volumeMapPath "` + filepath.Dir(link) + `"`,
+	}
+	if got := e.events.all(); !slices.Equal(got, wantEvents) {
+		t.Errorf("events %q, want %q", got, wantEvents)
+	}
+	if _, err := os.Lstat(volDir(e.root, "uid-1", "data")); !os.IsNotExist(err) {
+		t.Errorf("the block volume has a pod volume directory %s (%v); upstream has none", volDir(e.root, "uid-1", "data"), err)
+	}
 	// The descriptor lock: the device bind-mounted on the global map
 	// path, a loop device on that.
-	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-b/dev/uid-1")
 	if !isMounted(t, global) || !slices.Contains(loopBackingFiles(t), global) {
 		t.Errorf("%s: mounted %v, loop backing files %q; want a loop device on the bind mount", global, isMounted(t, global), loopBackingFiles(t))
 	}
@@ -176,6 +193,25 @@ func TestVolumeModeMismatch(t *testing.T) {
 	m.Reconcile(e.ctx)
 }
 
+// checkBlockVolData checks ROOT/plugins/kubernetes.io/csi/volumeDevices/PV/data/vol_data.json:
+// upstream's five keys.
+func checkBlockVolData(t *testing.T, root, pv, handle string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "plugins/kubernetes.io/csi/volumeDevices", pv, "data/vol_data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"specVolID": pv, "volumeHandle": handle, "driverName": driverName, "nodeName": nodeName,
+		"attachmentID": fmt.Sprintf("csi-%x", sha256.Sum256([]byte(handle+driverName+nodeName)))}
+	if !maps.Equal(got, want) {
+		t.Errorf("vol_data.json of %s: %v, want %v", pv, got, want)
+	}
+}
+
 // deviceSize is the size of the block device at path.
 func deviceSize(path string) (int64, error) {
 	f, err := os.Open(path)
@@ -234,6 +270,97 @@ func TestBlockAfterRestart(t *testing.T) {
 			t.Errorf("the kept device reads %q (%v)", b, err)
 		}
 	}
+	// As upstream's reconstruction (the volume uncertain, so SetUpDevice
+	// and MapPodDevice run again): the kept volume staged and published a
+	// second time, the gone one torn down once.
+	calls := e.calls()
+	for want, n := range map[string]int{
+		"NodeStageVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/staging/pv-1":           2,
+		"NodePublishVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/publish/pv-1/uid-1":   2,
+		"NodeUnpublishVolume vol-2 plugins/kubernetes.io/csi/volumeDevices/publish/pv-2/uid-2": 1,
+		"NodeUnstageVolume vol-2 plugins/kubernetes.io/csi/volumeDevices/staging/pv-2":         1,
+		"NodeUnpublishVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/publish/pv-1/uid-1": 0,
+	} {
+		if got := callCount(calls, want); got != n {
+			t.Errorf("%q called %d times, want %d; calls:\n%s", want, got, n, strings.Join(calls, "\n"))
+		}
+	}
+	for _, p := range []string{"pods/uid-2/volumeDevices", "plugins/kubernetes.io/csi/volumeDevices/pv-2", "plugins/kubernetes.io/csi/volumeDevices/publish/pv-2"} {
+		if _, err := os.Lstat(filepath.Join(e.root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+	checkBlockVolData(t, e.root, "pv-1", "vol-1")
+	if _, err := os.Lstat(filepath.Join(e.root, "pods/uid-2/volumeDevices/kubernetes.io~csi/pv-2")); !os.IsNotExist(err) {
+		t.Errorf("the deleted pod's link is left (%v)", err)
+	}
+	// The kept pod goes: torn down once, though it was found on disk too.
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+	m.Reconcile(e.ctx)
+	calls = e.calls()
+	if n := callCount(calls, "NodeUnpublishVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/publish/pv-1/uid-1"); n != 1 {
+		t.Errorf("kept's volume unpublished %d times, want once; calls:\n%s", n, strings.Join(calls, "\n"))
+	}
+	if n := callCount(calls, "NodeUnstageVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/staging/pv-1"); n != 1 {
+		t.Errorf("kept's volume unstaged %d times, want once", n)
+	}
+	if _, err := os.Lstat(filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-1")); !os.IsNotExist(err) {
+		t.Errorf("pv-1's volume directory left behind (%v)", err)
+	}
+	m.CleanupPods(nil)
+	m.Reconcile(e.ctx)
+}
+
+// TestBlockOldLayoutMigration: a block volume of the layout nodekit used
+// before upstream's (vol_data.json with volumeMode Block in the pod's
+// volume directory) is torn down from there after a restart when its pod
+// is gone, and moved to upstream's layout when its pod comes back.
+func TestBlockOldLayoutMigration(t *testing.T) {
+	pvc1, pv1 := blockClaim("c1", "pv-1", "vol-1")
+	pvc2, pv2 := blockClaim("c2", "pv-2", "vol-2")
+	e := newEnv(t, pvc1, pv1, pvc2, pv2, csiDriver(storagev1.VolumeLifecyclePersistent))
+	clk := testingclock.NewFakeClock(time.Now())
+	m := e.manager(clk, &events{})
+	kept, gone := devicePod("kept", "uid-1", pvcVolume("c1")), devicePod("gone", "uid-2", pvcVolume("c2"))
+	m.AddPod(kept)
+	m.AddPod(gone)
+	m.Reconcile(e.ctx)
+	// Rewrite both into the old layout.
+	for _, v := range []struct{ uid, pv string }{{"uid-1", "pv-1"}, {"uid-2", "pv-2"}} {
+		dataDir := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices", v.pv, "data")
+		b, err := os.ReadFile(filepath.Join(dataDir, "vol_data.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data map[string]string
+		if err := json.Unmarshal(b, &data); err != nil {
+			t.Fatal(err)
+		}
+		data["volumeMode"], data["volumeLifecycleMode"] = "Block", "Persistent"
+		b, _ = json.Marshal(data)
+		dir := volDir(e.root, v.uid, "data")
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "vol_data.json"), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(dataDir); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var perr error
+	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName}); perr != nil {
+		t.Fatal(perr)
+	}
+	m = e.manager(clk, &events{})
+	m.AddPod(kept)
+	m.Reconcile(e.ctx)
+	m.CleanupPods(map[types.UID]bool{"uid-1": true})
+	m.Reconcile(e.ctx)
+	m.Reconcile(e.ctx)
 	calls := e.calls()
 	for _, want := range []string{
 		"NodeUnpublishVolume vol-2 plugins/kubernetes.io/csi/volumeDevices/publish/pv-2/uid-2",
@@ -243,11 +370,37 @@ func TestBlockAfterRestart(t *testing.T) {
 			t.Errorf("calls %q, want %q", calls, want)
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(e.root, "pods/uid-2/volumeDevices/kubernetes.io~csi/pv-2")); !os.IsNotExist(err) {
-		t.Errorf("the deleted pod's link is left (%v)", err)
+	for _, p := range []string{volDir(e.root, "uid-1", "data"), "pods/uid-2/volumes/kubernetes.io~csi/data", "pods/uid-2/volumeDevices",
+		"plugins/kubernetes.io/csi/volumeDevices/pv-2", "plugins/kubernetes.io/csi/volumeDevices/staging/pv-2"} {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(e.root, p)
+		}
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+	checkBlockVolData(t, e.root, "pv-1", "vol-1")
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+	m.Reconcile(e.ctx)
+	if !slices.Contains(e.calls(), "NodeUnstageVolume vol-1 plugins/kubernetes.io/csi/volumeDevices/staging/pv-1") {
+		t.Errorf("pv-1 not unstaged: %q", e.calls())
+	}
+	if _, err := os.Lstat(filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-1")); !os.IsNotExist(err) {
+		t.Errorf("pv-1's volume directory left behind (%v)", err)
 	}
 	m.CleanupPods(nil)
 	m.Reconcile(e.ctx)
+}
+
+func callCount(calls []string, want string) int {
+	n := 0
+	for _, c := range calls {
+		if c == want {
+			n++
+		}
+	}
+	return n
 }
 
 // loopBackingFiles lists the backing files of the host's loop devices.

@@ -23,7 +23,7 @@ import (
 
 // globalMapPath is ROOT/plugins/kubernetes.io/csi/volumeDevices/PV/dev/PODUID.
 func (p *Plugin) globalMapPath(spec string, pod types.UID) string {
-	return filepath.Join(p.blockDir(), spec, "dev", string(pod))
+	return filepath.Join(p.blockVolumeDir(spec), "dev", string(pod))
 }
 
 // lockDevice bind-mounts device on the global map path and attaches a

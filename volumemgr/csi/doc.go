@@ -18,7 +18,10 @@
 //     must list the Ephemeral lifecycle mode) and generic ephemeral volumes
 //     (the PVC POD-VOLUME, which the pod must control): NodeStageVolume into
 //     ROOT/plugins/kubernetes.io/csi/DRIVER/SHA256(HANDLE)/globalmount when the
-//     driver has STAGE_UNSTAGE_VOLUME, NodePublishVolume into
+//     driver has STAGE_UNSTAGE_VOLUME (once per volume while the process
+//     runs; after a restart a running pod's volumes are staged and
+//     published once again, as upstream's reconstructed volumes, which it
+//     marks uncertain, are), NodePublishVolume into
 //     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
 //     beside it, the secrets a PV's nodeStageSecretRef and
 //     nodePublishSecretRef (or an inline volume's nodePublishSecretRef, in
@@ -31,14 +34,24 @@
 //     leaves ownership alone), and
 //     NodeUnpublishVolume / NodeUnstageVolume (when no other
 //     pod uses the staged volume) on tear-down; raw block volumes (a
-//     PV of volumeMode Block in volumeDevices, block.go), laid out as
-//     upstream's csiBlockMapper: NodeStageVolume with a block capability
-//     into ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV,
+//     PV of volumeMode Block in volumeDevices, block.go), laid out exactly
+//     as upstream's csiBlockMapper, so that kubelet and nodekit find each
+//     other's block volumes on a node: upstream's vol_data.json (its five
+//     keys) in ROOT/plugins/kubernetes.io/csi/volumeDevices/PV/data and
+//     nothing in the pod's volume directory, NodeStageVolume with a block
+//     capability into ROOT/plugins/kubernetes.io/csi/volumeDevices/staging/PV,
 //     NodePublishVolume to the file .../volumeDevices/publish/PV/PODUID,
 //     and the link POD/volumeDevices/kubernetes.io~csi/PV to it as the
-//     device (SetUpResult.Device), upstream's descriptor lock (the
+//     device (SetUpResult.Device; after a restart volumemgr finds the
+//     volume by it, and TearDown reads the data of the PV it names),
+//     upstream's descriptor lock (the
 //     device bind-mounted on .../volumeDevices/PV/dev/PODUID, a loop
-//     device on that, with losetup), with upstream's errors for a Block
+//     device on that, with losetup), NodeUnstageVolume and the removal of
+//     .../volumeDevices/PV once no pod publishes the volume; a block
+//     volume of nodekit's earlier layout (vol_data.json with volumeMode
+//     Block in POD/volumes/kubernetes.io~csi/VOLUME) is still torn down
+//     from there, and moved to upstream's layout (that file and directory
+//     removed) when its pod sets it up again; with upstream's errors for a Block
 //     PV in volumeMounts or a Filesystem volume in volumeDevices; online
 //     expansion (expand.go): a PV grown past its claim's status.capacity
 //     is expanded with NodeExpandVolume on the published path when the

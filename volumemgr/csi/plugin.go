@@ -51,7 +51,9 @@ type PluginConfig struct {
 	Attach AttachAPI
 	// Events records the FileSystemResizeSuccessful and
 	// FileSystemResizeFailed events of online expansion on the pod and
-	// the claim; nil discards them.
+	// the claim, and upstream's two SuccessfulMountVolume events
+	// ("MapVolume.MapPodDevice succeeded ...") of each publish of a raw
+	// block volume on the pod; nil discards them.
 	Events volumemgr.EventRecorder
 }
 
@@ -66,9 +68,15 @@ type Plugin struct {
 	locks   map[string]*volumeLock
 	// published holds the targets this process published (and has not
 	// unpublished since); a SetUp of one again only looks for expansion,
-	// unless the driver asks for republishing.
+	// unless the driver asks for republishing. It holds the staging
+	// directories of file system volumes this process staged, too.
 	publishedMu sync.Mutex
 	published   map[string]bool
+	// blockSpecs holds the PV (spec) name of each raw block volume this
+	// process set up (or began to), by pod UID and pod volume name: the
+	// pod's volume directory holds nothing of a block volume (block.go).
+	blockMu    sync.Mutex
+	blockSpecs map[string]string
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -138,7 +146,7 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}}, nil
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -286,11 +294,15 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 		return "", nil
 	}
 	dir := p.stagingDir(src.driver, src.handle)
-	// Staged once per node, as upstream's MountDevice: another pod of the
-	// volume (or a set-up after a restart) only publishes.
-	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
-		if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
-			return dir, nil
+	// Staged once per node while this process runs, as upstream's
+	// MountDevice (the device globally mounted in its actual state):
+	// another pod of the volume only publishes. After a restart the volume
+	// is staged again, as upstream's reconstructed devices (uncertain) are.
+	if p.isPublished(dir) {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(dir), volDataFile)); err == nil {
+			if mounted, err := p.mounted(ctx, dir); err == nil && mounted {
+				return dir, nil
+			}
 		}
 	}
 	secrets, err := p.secrets(ctx, "NodeStage", src.stageSecret)
@@ -310,22 +322,25 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 	if err != nil {
 		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
 	}
+	p.setPublished(dir, true)
 	return dir, nil
 }
 
 // publish calls NodePublishVolume for target, with vol_data.json written
-// into req.Dir first.
+// into req.Dir first, unless data is nil (a block volume's is elsewhere).
 func (p *Plugin) publish(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
 	capability *csipb.VolumeCapability, staging, target string, data, publishContext map[string]string) error {
 	secrets, err := p.secrets(ctx, "NodePublish", src.publishSecret)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(req.Dir, 0o750); err != nil {
-		return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
-	}
-	if err := writeVolData(req.Dir, data); err != nil {
-		return err
+	if data != nil {
+		if err := os.MkdirAll(req.Dir, 0o750); err != nil {
+			return errors.New(logf("mounter.SetUpAt failed to create dir %#v:  %v", req.Dir, err))
+		}
+		if err := writeVolData(req.Dir, data); err != nil {
+			return err
+		}
 	}
 	attrs := map[string]string{}
 	for k, v := range src.attributes {

@@ -29,17 +29,27 @@ import (
 func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string) (_ *statsapi.FsStats, ok bool, _ error) {
 	dir := filepath.Join(p.cfg.RootDir, "pods", string(podUID), "volumes", volumemgr.EscapePluginName(PluginName), name)
 	data, err := readVolData(dir)
+	spec := ""
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, false, nil
+		if spec = p.blockSpec(podUID, name); spec == "" {
+			return nil, false, nil
+		}
+		data, err = readVolData(p.blockDataDir(spec))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
 	}
 	if err != nil {
 		return nil, false, err
 	}
+	if data[keyMode] == string(v1.PersistentVolumeBlock) { // the layout before upstream's
+		spec = data[keySpecName]
+	}
 	// A raw block volume is measured at its published device file, as
 	// upstream's block mapper's metrics provider.
 	target := filepath.Join(dir, "mount")
-	if data[keyMode] == string(v1.PersistentVolumeBlock) {
-		target = p.blockPublishPath(data[keySpecName], podUID)
+	if spec != "" {
+		target = p.blockPublishPath(spec, podUID)
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
@@ -84,6 +94,17 @@ func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string)
 	return out, true, nil
 }
 
+// foundVolData reads the vol_data.json of the volume volumemgr keeps in
+// dir: the pod's volume directory, or a block volume's link in
+// POD/volumeDevices (its data in .../volumeDevices/PV/data).
+func (p *Plugin) foundVolData(dir string) (map[string]string, error) {
+	if filepath.Base(filepath.Dir(filepath.Dir(dir))) == "volumeDevices" &&
+		filepath.Base(filepath.Dir(dir)) == volumemgr.EscapePluginName(PluginName) {
+		return readVolData(p.blockDataDir(filepath.Base(dir)))
+	}
+	return readVolData(dir)
+}
+
 func nonNegative(v int64) uint64 {
 	if v < 0 {
 		return 0
@@ -94,10 +115,16 @@ func nonNegative(v int64) uint64 {
 var _ volumemgr.QualifiedNamer = (*Plugin)(nil)
 
 // QualifiedName is upstream's plugin name of the volume set up in dir,
-// "kubernetes.io/csi:DRIVER", read from its vol_data.json; PluginName when
-// that cannot be read.
+// "kubernetes.io/csi:DRIVER", read from its vol_data.json (a block
+// volume's: block.go); PluginName when that cannot be read.
 func (p *Plugin) QualifiedName(dir string) string {
-	data, err := readVolData(dir)
+	data, err := p.foundVolData(dir)
+	if errors.Is(err, fs.ErrNotExist) { // a block volume set up by this process?
+		vols := filepath.Dir(filepath.Dir(dir)) // POD/volumes
+		if spec := p.blockSpec(types.UID(filepath.Base(filepath.Dir(vols))), filepath.Base(dir)); spec != "" {
+			data, err = readVolData(p.blockDataDir(spec))
+		}
+	}
 	if err != nil || data[keyDriver] == "" {
 		return PluginName
 	}

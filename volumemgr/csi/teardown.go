@@ -17,11 +17,18 @@ import (
 // TearDown unpublishes the volume from req.Dir/mount and, when no other
 // pod on the node still publishes it, unstages it. It reads what to call
 // from vol_data.json, so it works for volumes found on disk after a
-// restart. It is observed as upstream's "volume_unmount", and the unstage
-// as "unmount_device" (a block volume: "unmap_volume" and "unmap_device").
+// restart (a block volume: from its link in POD/volumeDevices, block.go).
+// It is observed as upstream's "volume_unmount", and the unstage as
+// "unmount_device" (a block volume: "unmap_volume" and "unmap_device").
 func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (err error) {
-	data, err := readVolData(req.Dir)
+	data, spec, err := p.tearDownData(req)
 	if errors.Is(err, fs.ErrNotExist) {
+		if spec != "" { // a block volume with no vol_data.json: nothing to call the driver on
+			p.rememberBlock(req.PodUID, req.VolumeName, "")
+			if _, entry := deviceEntry(req.PodDir, req.Dir); entry {
+				return removeDeviceLink(req.PodDir, spec)
+			}
+		}
 		// Never published (or already torn down): only an empty dir to remove.
 		if err := p.removeIfUnmounted(ctx, filepath.Join(req.Dir, "mount")); err != nil {
 			return err
@@ -32,7 +39,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
 	}
 	driver, handle := data[keyDriver], data[keyHandle]
-	defer p.cfg.Metrics.operation(driver, operationName(data[keyMode] == string(v1.PersistentVolumeBlock), "volume_unmount", "unmap_volume"))(&err)
+	defer p.cfg.Metrics.operation(driver, operationName(spec != "", "volume_unmount", "unmap_volume"))(&err)
 	defer p.lock(driver, handle)()
 	endpoint, err := p.cfg.Drivers.endpoint(driver)
 	if err != nil {
@@ -45,8 +52,8 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	if data[keyMode] == string(v1.PersistentVolumeBlock) {
-		return p.tearDownBlock(ctx, c, req, data) // block.go
+	if spec != "" {
+		return p.tearDownBlock(ctx, c, req, spec, data) // block.go
 	}
 	target := filepath.Join(req.Dir, "mount")
 	p.setPublished(target, false)
@@ -65,6 +72,33 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	return p.unstageIfUnused(ctx, c, driver, handle)
 }
 
+// tearDownData returns the vol_data.json of the volume req names and, for
+// a raw block volume, its PV name: the data of a block volume found on
+// disk by its link (POD/volumeDevices/kubernetes.io~csi/PV) or set up by
+// this process is in ROOT/plugins/kubernetes.io/csi/volumeDevices/PV/data;
+// a file system volume's (and a block volume's of the layout before
+// upstream's) is in req.Dir. The error wraps fs.ErrNotExist when there is
+// none.
+func (p *Plugin) tearDownData(req *volumemgr.TearDownRequest) (map[string]string, string, error) {
+	if spec, ok := deviceEntry(req.PodDir, req.Dir); ok {
+		data, err := readVolData(p.blockDataDir(spec))
+		return data, spec, err
+	}
+	data, err := readVolData(req.Dir)
+	switch {
+	case err == nil && data[keyMode] == string(v1.PersistentVolumeBlock):
+		return data, data[keySpecName], nil
+	case err == nil || !errors.Is(err, fs.ErrNotExist):
+		return data, "", err
+	}
+	spec := p.blockSpec(req.PodUID, req.VolumeName)
+	if spec == "" {
+		return nil, "", err
+	}
+	data, err = readVolData(p.blockDataDir(spec))
+	return data, spec, err
+}
+
 // unstageIfUnused calls NodeUnstageVolume once no pod directory publishes
 // the volume any more, and removes the staging directories.
 func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, handle string) (err error) {
@@ -77,6 +111,7 @@ func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, han
 		return err
 	}
 	defer p.cfg.Metrics.operation(driver, "unmount_device")(&err)
+	p.setPublished(staging, false)
 	if _, err := c.node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: handle, StagingTargetPath: staging}); err != nil {
 		return fmt.Errorf("UnmountDevice failed for volume %q: %w", handle, err)
 	}
