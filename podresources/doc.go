@@ -22,8 +22,11 @@
 // It does not own any of the resources (the CPU, memory and device
 // managers and a DRA manager do), nor the pod store. It does not report
 // the pod-level CPUs and memory of PodLevelResourceManagers (a beta gate,
-// off by default), does not serve the deprecated v1alpha1 service, and
-// does not export upstream's pod_resources_endpoint_* metrics. The dra
+// off by default) and does not serve the deprecated v1alpha1 service.
+// RegisterMetrics exports upstream's endpoint counters
+// (kubelet_pod_resources_endpoint_requests_total, _requests_list,
+// _requests_get_allocatable, _requests_get, _errors_get; not the two error
+// counters upstream registers and never increases). The dra
 // package's Manager implements DynamicResourcesProvider (the prepared
 // claims a container uses); fullagent passes it when it prepares claims.
 //

@@ -10,6 +10,7 @@ import (
 
 // List reports the resources of every active pod.
 func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListPodResourcesResponse, error) {
+	s.metrics.count(s.metrics.list)
 	pods := s.cfg.Pods.ActivePods()
 	out := make([]*api.PodResources, 0, len(pods))
 	for _, p := range pods {
@@ -20,16 +21,19 @@ func (s *Server) List(context.Context, *api.ListPodResourcesRequest) (*api.ListP
 
 // Get reports the resources of one active pod.
 func (s *Server) Get(_ context.Context, req *api.GetPodResourcesRequest) (*api.GetPodResourcesResponse, error) {
+	s.metrics.count(s.metrics.get)
 	for _, p := range s.cfg.Pods.ActivePods() {
 		if p.Namespace == req.PodNamespace && p.Name == req.PodName {
 			return &api.GetPodResourcesResponse{PodResources: s.podResources(p)}, nil
 		}
 	}
+	s.metrics.getErrors.WithLabelValues("v1").Inc()
 	return nil, fmt.Errorf("pod %s in namespace %s not found", req.PodName, req.PodNamespace)
 }
 
 // GetAllocatableResources reports what the providers can hand out.
 func (s *Server) GetAllocatableResources(context.Context, *api.AllocatableResourcesRequest) (*api.AllocatableResourcesResponse, error) {
+	s.metrics.count(s.metrics.getAllocatable)
 	resp := &api.AllocatableResourcesResponse{}
 	if s.cfg.Devices != nil {
 		resp.Devices = s.cfg.Devices.AllocatableDevices()

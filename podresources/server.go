@@ -86,6 +86,7 @@ type Server struct {
 
 	cfg     Config
 	limiter *rate.Limiter
+	metrics *metrics
 }
 
 var _ api.PodResourcesListerServer = (*Server)(nil)
@@ -107,7 +108,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Server{cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst)}, nil
+	return &Server{cfg: cfg, limiter: rate.NewLimiter(rate.Limit(cfg.QPS), cfg.Burst), metrics: newMetrics()}, nil
 }
 
 // SocketPath is where Run serves.

@@ -449,6 +449,9 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	if a.podRes, err = a.newPodResources(); err != nil {
 		return nil, err
 	}
+	if err := a.podRes.RegisterMetrics(a.metrics.reg); err != nil { // kubelet_pod_resources_endpoint_*
+		return nil, err
+	}
 	return admission.DefaultChain(admission.ChainConfig{
 		// The eviction manager needs the loop, so it is built on the
 		// node side and joins the chain through a closure.

@@ -109,4 +109,18 @@ func TestPodResourcesAPI(t *testing.T) {
 	if len(devs) != 2 || !slices.Contains(devs, c.Devices[0].DeviceIds[0]) {
 		t.Errorf("allocatable %s devices %v, want both, the pod's %s among them", fooResource, devs, c.Devices[0].DeviceIds[0])
 	}
+
+	// The calls above counted in kubelet's endpoint series.
+	m, err := e.scrape(ctx, "metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, series := range []string{"requests_list", "requests_get", "requests_get_allocatable"} {
+		if v := m[`kubelet_pod_resources_endpoint_`+series+`{server_api_version="v1"}`]; v < 1 {
+			t.Errorf("kubelet_pod_resources_endpoint_%s = %v, want at least 1", series, v)
+		}
+	}
+	if v := m[`kubelet_pod_resources_endpoint_requests_total{server_api_version="v1"}`]; v < 3 {
+		t.Errorf("kubelet_pod_resources_endpoint_requests_total = %v, want at least 3", v)
+	}
 }
