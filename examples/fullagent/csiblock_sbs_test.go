@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -110,6 +111,15 @@ func TestCSIBlockSideBySide(t *testing.T) {
 	for _, a := range agents {
 		waitCall(t, a.drv, "NodeUnstageVolume volb-"+a.name+" ")
 		waitCall(t, a.drv, "NodeUnstageVolume volg-"+a.name+" ")
+		// Each agent removes the volume's directory (its vol_data.json)
+		// after NodeUnstageVolume returns: wait for that step too, up to
+		// 20 s, so the comparison does not race it (a directory left
+		// longer shows as a difference).
+		pvDir := filepath.Join(a.root, "plugins/kubernetes.io/csi/volumeDevices/pvb-"+a.name)
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+			_, err := os.Stat(pvDir)
+			return os.IsNotExist(err), nil
+		})
 		// The pod's own directories go with the pod, when each agent's
 		// housekeeping gets to it: only the link is looked at.
 		_, err := os.Lstat(filepath.Join(a.root, "pods", string(uids[a.name]), "volumeDevices/kubernetes.io~csi/pvb-"+a.name))
