@@ -22,7 +22,14 @@
 // It does not own any of the resources (the CPU, memory and device
 // managers and a DRA manager do), nor the pod store. It does not report
 // the pod-level CPUs and memory of PodLevelResourceManagers (a beta gate,
-// off by default) and does not serve the deprecated v1alpha1 service.
+// off by default).
+//
+// Run also serves the deprecated v1alpha1 service on the same socket, as
+// upstream kubelet v1.37 still does: List only, every pod the agent knows
+// (Config.AllPods, terminated pods included as upstream's pod manager
+// lists them; the active pods when AllPods is nil) with its regular
+// containers and their device-plugin devices, counted in
+// pod_resources_endpoint_requests_total{server_api_version="v1alpha1"}.
 // RegisterMetrics exports upstream's endpoint counters
 // (kubelet_pod_resources_endpoint_requests_total, _requests_list,
 // _requests_get_allocatable, _requests_get, _errors_get; not the two error

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	api "k8s.io/kubelet/pkg/apis/podresources/v1"
+	"k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 	"k8s.io/utils/clock"
 )
 
@@ -67,8 +68,11 @@ type DynamicResourcesProvider interface {
 // nothing.
 type Config struct {
 	// Dir is the socket directory, <rootDir>/pod-resources; created 0750.
-	Dir              string
-	Pods             PodLister
+	Dir  string
+	Pods PodLister
+	// AllPods, when set, is what the v1alpha1 List reports (upstream's
+	// GetPods: terminated pods too); the active pods otherwise.
+	AllPods          AllPodLister
 	CPUs             CPUProvider
 	Memory           MemoryProvider
 	Devices          DeviceProvider
@@ -80,7 +84,8 @@ type Config struct {
 	Clock clock.PassiveClock
 }
 
-// Server is the podresources v1 service.
+// Server is the podresources v1 service (and, from Run, the deprecated
+// v1alpha1 one beside it).
 type Server struct {
 	api.UnsafePodResourcesListerServer
 
@@ -140,6 +145,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("podresources: listen on %s: %w", path, err)
 	}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(s.Limit))
+	v1alpha1.RegisterPodResourcesListerServer(srv, alphaServer{s: s})
 	api.RegisterPodResourcesListerServer(srv, s)
 	klog.FromContext(ctx).Info("Starting to serve the podresources API", "endpoint", "unix://"+path)
 	done := make(chan error, 1)

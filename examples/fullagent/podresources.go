@@ -21,6 +21,7 @@ func (a *agent) newPodResources() (*podresources.Server, error) {
 	cfg := podresources.Config{
 		Dir:     filepath.Join(a.rootDir, "pod-resources"),
 		Pods:    activePods(func() []*v1.Pod { return a.loop.ActivePods() }),
+		AllPods: allPods(func() []*v1.Pod { return a.loop.Pods() }), // v1alpha1's List, as upstream's pod manager
 		CPUs:    podCPUs{a.resources.cpus},
 		Memory:  podMemory{a.resources.mem},
 		Devices: podDevices{a.devices},
@@ -34,6 +35,11 @@ func (a *agent) newPodResources() (*podresources.Server, error) {
 type activePods func() []*v1.Pod
 
 func (f activePods) ActivePods() []*v1.Pod { return f() }
+
+// allPods is called only once the loop exists (the server starts after it).
+type allPods func() []*v1.Pod
+
+func (f allPods) Pods() []*v1.Pod { return f() }
 
 // podCPUs reports the CPU manager's exclusive CPUs.
 type podCPUs struct{ m *cpumanager.Manager }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	podresourcesv1alpha1 "k8s.io/kubelet/pkg/apis/podresources/v1alpha1"
 
 	"github.com/nodekit/nodekit/agenttest"
 )
@@ -25,7 +26,8 @@ import (
 // holding one exclusive CPU and one device is listed through
 // ROOT/pod-resources/kubelet.sock by upstream's generated client with
 // that CPU and that device, Get finds it, and GetAllocatableResources
-// reports the CPUs but the reserved one and both devices.
+// reports the CPUs but the reserved one and both devices; the deprecated
+// v1alpha1 List on the same socket reports the pod's device too.
 func TestPodResourcesAPI(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		agenttest.RequireIntegration(t, "a machine of 2 CPUs", fmt.Errorf("the machine has %d", runtime.NumCPU()))
@@ -110,6 +112,24 @@ func TestPodResourcesAPI(t *testing.T) {
 		t.Errorf("allocatable %s devices %v, want both, the pod's %s among them", fooResource, devs, c.Devices[0].DeviceIds[0])
 	}
 
+	// The deprecated v1alpha1 List, served beside v1 as upstream: the pod's
+	// container with the same device.
+	alpha, err := podresourcesv1alpha1.NewPodResourcesListerClient(conn).List(ctx, &podresourcesv1alpha1.ListPodResourcesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var alphaDevs []string
+	for _, pr := range alpha.PodResources {
+		if pr.Namespace == "default" && pr.Name == "guaranteed" && len(pr.Containers) == 1 && pr.Containers[0].Name == "app" {
+			for _, d := range pr.Containers[0].Devices {
+				alphaDevs = append(alphaDevs, d.DeviceIds...)
+			}
+		}
+	}
+	if !slices.Equal(alphaDevs, c.Devices[0].DeviceIds) {
+		t.Errorf("v1alpha1 List devices of guaranteed/app = %v, want %v; list %v", alphaDevs, c.Devices[0].DeviceIds, alpha)
+	}
+
 	// The calls above counted in kubelet's endpoint series.
 	m, err := e.scrape(ctx, "metrics")
 	if err != nil {
@@ -122,5 +142,8 @@ func TestPodResourcesAPI(t *testing.T) {
 	}
 	if v := m[`kubelet_pod_resources_endpoint_requests_total{server_api_version="v1"}`]; v < 3 {
 		t.Errorf("kubelet_pod_resources_endpoint_requests_total = %v, want at least 3", v)
+	}
+	if v := m[`kubelet_pod_resources_endpoint_requests_total{server_api_version="v1alpha1"}`]; v != 1 {
+		t.Errorf("kubelet_pod_resources_endpoint_requests_total{v1alpha1} = %v, want 1", v)
 	}
 }
