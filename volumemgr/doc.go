@@ -13,6 +13,13 @@
 // volume_manager_total_volumes (RegisterMetrics; a plugin's fully
 // qualified names through the optional QualifiedNamer).
 //
+// A volume's directory is PLUGIN-DIR/NAME, NAME the pod volume's unless the
+// plugin is a DirNamer (asked once per volume, before its first set-up):
+// upstream names it by the volume spec, a claim's by its PV. A volume
+// found on disk after a restart in the directory so named is the pod's
+// volume: set up again, and forgotten as a found one, never torn down
+// while the pod runs.
+//
 // It does not create containers (the pod worker waits on it before it
 // does), does not remove pod directories themselves (the loop's
 // housekeeping does, once nothing is mounted below them), and has no

@@ -99,14 +99,27 @@ type Plugin interface {
 	TearDown(ctx context.Context, req *TearDownRequest) error
 }
 
+// DirNamer is a Plugin whose volume directories are not all named by the
+// pod volume: upstream names a volume's directory by its volume spec, which
+// for a claim is the bound PV (POD/volumes/kubernetes.io~csi/PV). The
+// Manager asks once per volume, before its first SetUp, and passes
+// PodDir/volumes/ESCAPED-PLUGIN/NAME as SetUpRequest.Dir; "" keeps the pod
+// volume's name. An error fails the set-up as a SetUp error does. A volume
+// found on disk in that directory after a restart is then the same volume
+// (it is set up again, not torn down).
+type DirNamer interface {
+	VolumeDirName(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (string, error)
+}
+
 // SetUpRequest is the input of Plugin.SetUp. Fields may be added.
 type SetUpRequest struct {
 	Pod    *v1.Pod
 	Volume *v1.Volume
 	// PodDir is ROOT/pods/UID.
 	PodDir string
-	// Dir is the volume's directory, PodDir/volumes/ESCAPED-PLUGIN/NAME.
-	// Plugins that keep no files (hostPath) ignore it.
+	// Dir is the volume's directory, PodDir/volumes/ESCAPED-PLUGIN/NAME,
+	// NAME the pod volume's or the one a DirNamer gave. Plugins that keep
+	// no files (hostPath) ignore it.
 	Dir string
 }
 

@@ -134,6 +134,8 @@ type volumeState struct {
 	setUp    bool
 	path     string
 	readOnly bool
+	// dirNamed: the plugin, a DirNamer, named dir (once per volume).
+	dirNamed bool
 	// device is the host path of a block volume's device (SetUpResult.Device).
 	device string
 	// refresh and refreshAt: SetUp runs again at refreshAt.

@@ -426,3 +426,56 @@ func TestVendorPlugin(t *testing.T) {
 		t.Fatalf("torn down %v", torn)
 	}
 }
+
+// namingPlugin is fakePlugin that names each volume's directory by the
+// volume's host path's last element, as the CSI plugin names a claim's by
+// its PV.
+type namingPlugin struct {
+	fakePlugin
+	asked *int
+}
+
+func (p namingPlugin) VolumeDirName(_ context.Context, _ *v1.Pod, vol *v1.Volume) (string, error) {
+	*p.asked++
+	return filepath.Base(vol.HostPath.Path), nil
+}
+
+// TestDirNamer: a DirNamer plugin's volume is set up in, mounted from and
+// torn down from the directory the plugin named (asked once); after a
+// restart the volume found there is the pod's volume, set up again and not
+// torn down while the pod runs.
+func TestDirNamer(t *testing.T) {
+	var torn []string
+	asked := 0
+	f := newFixture(t, func(c *volumemgr.Config) {
+		c.Plugins = []volumemgr.Plugin{namingPlugin{fakePlugin{name: "example.com/vendor", tornDown: &torn}, &asked}}
+	})
+	pod := testPod("web", v1.Volume{Name: "v", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: "/vendor/pv-1"}}})
+	f.mount(pod)
+	dir := filepath.Join(f.podDir(pod.UID), "volumes", "example.com~vendor", "pv-1")
+	if got := f.mounts(pod, 0)["v"]; got != dir || !exists(dir) {
+		t.Fatalf("mount of v = %s (exists %v), want %s", got, exists(dir), dir)
+	}
+	if exists(filepath.Join(f.podDir(pod.UID), "volumes", "example.com~vendor", "v")) {
+		t.Error("a directory named by the pod volume was made")
+	}
+	f.step(time.Minute)
+	if asked != 1 {
+		t.Errorf("VolumeDirName asked %d times, want once", asked)
+	}
+
+	f.m = f.restart()
+	f.m.AddPod(pod)
+	f.reconcile()
+	if len(torn) != 0 {
+		t.Fatalf("after the restart, torn down %v while the pod runs", torn)
+	}
+	if got := f.mounts(pod, 0)["v"]; got != dir {
+		t.Fatalf("after the restart, mount of v = %s, want %s", got, dir)
+	}
+	f.m.RemovePod(pod.UID)
+	f.reconcile()
+	if fmt.Sprint(torn) != "[v]" || exists(dir) {
+		t.Fatalf("torn down %v (dir left %v), want v once from %s", torn, exists(dir), dir)
+	}
+}

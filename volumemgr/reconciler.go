@@ -237,6 +237,9 @@ func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
 		return nil, fmt.Errorf("no volume plugin matched volume %q", o.vol.name)
 	}
 	if !o.refresh {
+		if err := m.nameDir(ctx, o); err != nil {
+			return nil, err
+		}
 		if err := m.attachGate(ctx, o); err != nil { // inuse.go
 			return nil, err
 		}
@@ -249,6 +252,44 @@ func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
 		err = checkVolumeMode(o.pod, o.vol.name, res.Device != "")
 	}
 	return res, err
+}
+
+// nameDir asks a DirNamer plugin, once per volume, for the name of the
+// volume's directory and moves the volume there: a volume found on disk
+// in that directory (unclaimed: its directory is not a pod volume's name)
+// is this one, and is forgotten, as upstream matches reconstructed volumes
+// to the desired ones by their unique name.
+func (m *Manager) nameDir(ctx context.Context, o op) error {
+	dn, ok := o.vol.plugin.(DirNamer)
+	m.mu.Lock()
+	named := o.vol.dirNamed
+	m.mu.Unlock()
+	if !ok || named {
+		return nil
+	}
+	name, err := dn.VolumeDirName(ctx, o.pod, o.vol.spec)
+	if err != nil {
+		return err
+	}
+	if name != "" && (name != filepath.Base(name) || name == "." || name == "..") {
+		return fmt.Errorf("plugin %s named the directory of volume %q %q, not a file name", o.vol.plugin.Name(), o.vol.name, name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := o.vol
+	v.dirNamed = true
+	if name == "" {
+		return nil
+	}
+	v.dir = VolumeDir(m.podDir(o.uid), v.plugin.Name(), name)
+	if a := m.actual[o.uid]; a != nil {
+		for n, f := range a.volumes {
+			if f != v && f.spec == nil && f.dir == v.dir {
+				delete(a.volumes, n)
+			}
+		}
+	}
+	return nil
 }
 
 // failLocked records an error and schedules the retry.

@@ -263,14 +263,7 @@ func observeExpansion(t *testing.T, a *blockAgent) []string {
 	}
 	repl := strings.NewReplacer(a.root, "ROOT", string(p.UID), "UID", "volg-"+a.name, "VOL", "pvg-"+a.name, "PV")
 	for i := range exp {
-		exp[i] = repl.Replace(exp[i])
-		// A known difference, not about block volumes: kubelet names a
-		// PVC's volume directory by the PV (the volume spec's name),
-		// fullagent by the pod's volume.
-		if a.name == "fullagent" && strings.Contains(exp[i], "/kubernetes.io~csi/data/mount") {
-			t.Logf("known difference: fullagent's NodeExpandVolume target %s; kubelet's directory is named by the PV", exp[i])
-			exp[i] = strings.Replace(exp[i], "/kubernetes.io~csi/data/mount", "/kubernetes.io~csi/PV/mount", 1)
-		}
+		exp[i] = repl.Replace(exp[i]) // both name a claim's directory by its PV
 	}
 	out = append(out, fmt.Sprintf("NodeExpandVolume calls=%q", exp))
 	for _, pod := range []string{"blk-" + a.name, "grow-" + a.name} {

@@ -155,7 +155,7 @@ func testOnlineExpansion(t *testing.T, e *env, drv *csitest.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("vol-grow %s %d", filepath.Join(e.rootDir, "pods", string(p.UID), "volumes/kubernetes.io~csi/data/mount"), int64(2<<30))
+	want := fmt.Sprintf("vol-grow %s %d", filepath.Join(e.rootDir, "pods", string(p.UID), "volumes/kubernetes.io~csi/pv-grow/mount"), int64(2<<30))
 	if !slices.Equal(exp, []string{want}) {
 		t.Errorf("NodeExpandVolume calls %q, want %q", exp, want)
 	}

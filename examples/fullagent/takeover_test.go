@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/agenttest/csitest"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
@@ -48,6 +49,9 @@ type takeoverEnv struct {
 	root      string
 	kubelet   *agentProcess
 	fullagent *agentProcess
+	// csi is the CSI driver of the with-claim pod's volume, registered
+	// with whichever agent runs (ROOT/plugins_registry).
+	csi *csitest.Process
 }
 
 // findKubelet returns the upstream kubelet in the bin dir of the other
@@ -157,11 +161,12 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 
 	start := time.Now()
 	e.kubelet.start()
-	apiEnv := &env{client: e.client}
-	for _, p := range takeoverPods() {
+	apiEnv := &env{client: e.client, rootDir: e.root}
+	e.csi = startTakeoverCSI(t, apiEnv)
+	for _, p := range append(takeoverPods(), claimPod()) {
 		apiEnv.createPod(t, p)
 	}
-	names := []string{"plain", "with-init", "restarted", "with-configmap", staticPodName}
+	names := []string{"plain", "with-init", "restarted", "with-configmap", "with-claim", staticPodName}
 	for _, name := range names {
 		apiEnv.waitPod(t, name, 3*time.Minute, "Ready under kubelet", podReady)
 	}
@@ -169,7 +174,7 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 		c := containerStatus(p, "app")
 		return podReady(p) && c != nil && c.RestartCount == 1
 	})
-	t.Logf("kubelet ran the 5 pods Ready in %v", time.Since(start).Round(time.Second))
+	t.Logf("kubelet ran the %d pods Ready in %v", len(names), time.Since(start).Round(time.Second))
 	e.checkHashes(t, names[:len(names)-1])
 
 	e.handOver(t, "kubelet", e.kubelet, "fullagent", e.fullagent, names)
@@ -229,6 +234,7 @@ func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess
 		}
 	}
 	e.checkVolumes(t, fmt.Sprintf("%s -> %s", fromName, toName))
+	e.checkClaimVolume(t, fmt.Sprintf("%s -> %s", fromName, toName), apiAfter["with-claim"].uid)
 	if stacked := stackedMounts(t, e.root); len(stacked) > 0 {
 		// A volume mounted again over itself: the containers keep the old
 		// mount and never see the agent's updates (token refreshes).
@@ -402,6 +408,7 @@ func (e *takeoverEnv) checkVolumes(t *testing.T, when string) {
 		{"with-configmap", "/cm/greeting", "hello"},
 		{"with-init", "/work/ready", "done\n"},
 		{"plain", "/var/run/secrets/kubernetes.io/serviceaccount/namespace", "default"},
+		{"with-claim", "/data/f", "kept\n"},
 	} {
 		p, err := e.client.CoreV1().Pods("default").Get(t.Context(), check.pod, metav1.GetOptions{})
 		if err != nil {

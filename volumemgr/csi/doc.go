@@ -22,8 +22,13 @@
 //     runs; after a restart a running pod's volumes are staged and
 //     published once again, as upstream's reconstructed volumes, which it
 //     marks uncertain, are), NodePublishVolume into
-//     POD/volumes/kubernetes.io~csi/VOLUME/mount with upstream's vol_data.json
-//     beside it, the secrets a PV's nodeStageSecretRef and
+//     POD/volumes/kubernetes.io~csi/NAME/mount with upstream's vol_data.json
+//     beside it, NAME upstream's volume spec name (VolumeDirName, a
+//     volumemgr.DirNamer): the bound PV's for a claim, the pod volume's for
+//     an inline volume, so that kubelet and nodekit find each other's
+//     volumes when one takes over a node from the other (a claim nodekit
+//     published under the pod volume's name before this layout stays
+//     there until its pod goes), the secrets a PV's nodeStageSecretRef and
 //     nodePublishSecretRef (or an inline volume's nodePublishSecretRef, in
 //     the pod's namespace) name passed to the driver, as upstream, the
 //     CSIDriver's tokenRequests (service-account tokens of the pod, in the

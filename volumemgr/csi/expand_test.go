@@ -95,7 +95,7 @@ func TestOnlineExpansion(t *testing.T) {
 	if got := e.expansions(); len(got) != 0 {
 		t.Fatalf("expansions before any resize: %q", got)
 	}
-	target := "pods/uid-1/volumes/kubernetes.io~csi/data/mount"
+	target := "pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount"
 
 	resize(t, e, "pv-1", "claim", "2Gi", func(c *v1.PersistentVolumeClaim) {
 		c.Status.Conditions = []v1.PersistentVolumeClaimCondition{{Type: v1.PersistentVolumeClaimFileSystemResizePending, Status: v1.ConditionTrue}}

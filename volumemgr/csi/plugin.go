@@ -75,8 +75,12 @@ type Plugin struct {
 	// blockSpecs holds the PV (spec) name of each raw block volume this
 	// process set up (or began to), by pod UID and pod volume name: the
 	// pod's volume directory holds nothing of a block volume (block.go).
+	// dirs holds, by pod UID and pod volume name, the directory name of a
+	// file system volume this process published elsewhere than under the
+	// pod volume's name (VolumeDirName: a claim's PV), for VolumeStats.
 	blockMu    sync.Mutex
 	blockSpecs map[string]string
+	dirs       map[string]string
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -146,7 +150,8 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{}}, nil
+	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{},
+		dirs: map[string]string{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -230,6 +235,7 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	capability := volumeCapability(src.mode, src.fsType, src.mountOptions, mountGroup)
 	defer p.lock(src.driver, src.handle)()
 	target := filepath.Join(req.Dir, "mount")
+	p.rememberDir(req.Pod.UID, req.Volume.Name, filepath.Base(req.Dir))
 	staging := ""
 	// Published by this process already and not to be republished: a
 	// refresh for online expansion only (expand.go).

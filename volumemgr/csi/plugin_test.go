@@ -63,12 +63,12 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 	m.AddPod(p2)
 	m.Reconcile(e.ctx)
 
-	target1 := filepath.Join(volDir(e.root, "uid-1", "data"), "mount")
+	target1 := filepath.Join(volDir(e.root, "uid-1", "pv-1"), "mount")
 	staging := filepath.Join(e.root, stagingRel("vol-1"))
 	if mv := m.MountedVolumes("uid-1"); len(mv) != 1 || mv[0].Path != target1 || mv[0].Plugin != "kubernetes.io/csi" {
 		t.Fatalf("mounted volumes of p1: %+v", mv)
 	}
-	for _, p := range []string{staging, target1, filepath.Join(volDir(e.root, "uid-2", "data"), "mount")} {
+	for _, p := range []string{staging, target1, filepath.Join(volDir(e.root, "uid-2", "pv-1"), "mount")} {
 		if !isMounted(t, p) {
 			t.Errorf("%s is not in /proc/self/mountinfo", p)
 		}
@@ -77,8 +77,8 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 	calls := e.calls()
 	want := []string{
 		"NodeStageVolume vol-1 " + stagingRel("vol-1"),
-		"NodePublishVolume vol-1 pods/uid-1/volumes/kubernetes.io~csi/data/mount",
-		"NodePublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/data/mount",
+		"NodePublishVolume vol-1 pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount",
+		"NodePublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/pv-1/mount",
 	}
 	if len(calls) != 3 || calls[0] != want[0] || !slices.Contains(calls, want[1]) || !slices.Contains(calls, want[2]) {
 		t.Errorf("driver calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(want, "\n"))
@@ -87,11 +87,11 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(target1, "f"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(filepath.Join(volDir(e.root, "uid-2", "data"), "mount", "f")); err != nil || string(b) != "hello" {
+	if b, err := os.ReadFile(filepath.Join(volDir(e.root, "uid-2", "pv-1"), "mount", "f")); err != nil || string(b) != "hello" {
 		t.Errorf("p2 reads %q, %v", b, err)
 	}
 	var data map[string]string
-	b, err := os.ReadFile(filepath.Join(volDir(e.root, "uid-1", "data"), "vol_data.json"))
+	b, err := os.ReadFile(filepath.Join(volDir(e.root, "uid-1", "pv-1"), "vol_data.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &data)
 	}
@@ -102,7 +102,7 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 
 	m.RemovePod("uid-1")
 	m.Reconcile(e.ctx)
-	if got := e.calls()[3:]; !slices.Equal(got, []string{"NodeUnpublishVolume vol-1 pods/uid-1/volumes/kubernetes.io~csi/data/mount"}) {
+	if got := e.calls()[3:]; !slices.Equal(got, []string{"NodeUnpublishVolume vol-1 pods/uid-1/volumes/kubernetes.io~csi/pv-1/mount"}) {
 		t.Errorf("after p1 left: %v, want only its unpublish", got)
 	}
 	if !isMounted(t, staging) {
@@ -111,7 +111,7 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 	m.RemovePod("uid-2")
 	m.Reconcile(e.ctx)
 	if got := e.calls()[4:]; !slices.Equal(got, []string{
-		"NodeUnpublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/data/mount",
+		"NodeUnpublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/pv-1/mount",
 		"NodeUnstageVolume vol-1 " + stagingRel("vol-1"),
 	}) {
 		t.Errorf("after p2 left: %v, want its unpublish then the unstage", got)
@@ -119,7 +119,7 @@ func TestPVCStagePublishTeardown(t *testing.T) {
 	if left := mountsUnder(t, e.root); len(left) > 0 {
 		t.Errorf("mounts left: %v", left)
 	}
-	for _, d := range []string{volDir(e.root, "uid-1", "data"), filepath.Dir(staging)} {
+	for _, d := range []string{volDir(e.root, "uid-1", "pv-1"), filepath.Dir(staging)} {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("%s is left behind (%v)", d, err)
 		}
@@ -145,7 +145,7 @@ func TestPublishFailureEventAndRetry(t *testing.T) {
 	if len(m.MountedVolumes("uid-1")) != 0 {
 		t.Error("volume mounted although the publish failed")
 	}
-	target := filepath.Join(volDir(e.root, "uid-1", "data"), "mount")
+	target := filepath.Join(volDir(e.root, "uid-1", "pv-1"), "mount")
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Errorf("failed publish left %s (%v)", target, err)
 	}

@@ -27,7 +27,7 @@ import (
 // result is the caller's. The stats carry no volume condition: CSI v1.13
 // has none in NodeGetVolumeStats.
 func (p *Plugin) VolumeStats(ctx context.Context, podUID types.UID, name string) (_ *statsapi.FsStats, ok bool, _ error) {
-	dir := filepath.Join(p.cfg.RootDir, "pods", string(podUID), "volumes", volumemgr.EscapePluginName(PluginName), name)
+	dir := p.volumeDir(podUID, name) // a claim's is named by its PV (dirs.go)
 	data, err := readVolData(dir)
 	spec := ""
 	if errors.Is(err, fs.ErrNotExist) {

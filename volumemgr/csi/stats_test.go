@@ -48,7 +48,7 @@ func TestVolumeStats(t *testing.T) {
 		t.Errorf("stats: %+v", before)
 	}
 	const size = 3 << 20
-	if err := os.WriteFile(filepath.Join(volDir(e.root, "uid-1", "data"), "mount", "f"), make([]byte, size), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(e.root, "uid-1", "pv-1"), "mount", "f"), make([]byte, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	after, _, err := e.plugin.VolumeStats(e.ctx, "uid-1", "data")

@@ -69,6 +69,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	if err := p.removeIfUnmounted(ctx, req.Dir); err != nil {
 		return err
 	}
+	p.forgetDir(req.PodUID, filepath.Base(req.Dir))
 	return p.unstageIfUnused(ctx, c, driver, handle)
 }
 
