@@ -128,11 +128,15 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for i := range specs {
 		c := &specs[i]
-		st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}}}
+		st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}},
+			VolumeMounts: volumeMountStatuses(c)}
 		prev, hadOld := oldByName[c.Name]
 		if hadOld {
 			st.RestartCount = prev.RestartCount
 			st.LastTerminationState = prev.LastTerminationState
+			if prev.State.Terminated != nil {
+				st.VolumeMounts = prev.VolumeMounts
+			}
 		}
 		var newest, before *nodekit.ContainerStatus
 		if in.runtime != nil {
@@ -150,6 +154,12 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 		}
 		switch {
 		case newest != nil:
+			// As upstream: a container the runtime has carries the volume
+			// mounts of its last status (immutable), none without one.
+			st.VolumeMounts = nil
+			if hadOld {
+				st.VolumeMounts = prev.VolumeMounts
+			}
 			fillFromRuntime(&st, c, newest, in.probes)
 			if hadOld {
 				carryAcrossRemoval(&st, &prev, newest)
@@ -181,6 +191,24 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 				st.LastTerminationState = st.State
 			}
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// volumeMountStatuses is the status of a container's volume mounts as
+// upstream reports it (RecursiveReadOnlyMounts, GA): each mount's name,
+// path and read-only flag, and for a read-only one its recursive mode,
+// Disabled: nodekit makes no mount recursively read-only (a mount asking
+// for Enabled fails the container's start, volumemgr).
+func volumeMountStatuses(c *v1.Container) []v1.VolumeMountStatus {
+	var out []v1.VolumeMountStatus
+	for _, vm := range c.VolumeMounts {
+		st := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
+		if vm.ReadOnly {
+			disabled := v1.RecursiveReadOnlyDisabled
+			st.RecursiveReadOnly = &disabled
 		}
 		out = append(out, st)
 	}
