@@ -27,7 +27,8 @@
 // among the others, and the Manager's actuation calls the interfaces
 // ContainerUpdater, PodCgroup, SandboxUpdater (the runtime is told a
 // pod's new totals before each pod cgroup change, CRI
-// UpdatePodSandboxResources, as upstream) and MemoryUsage declared here.
+// UpdatePodSandboxResources, as upstream) and MemoryUsage declared here;
+// the status reads the pod cgroup through PodCgroupReader.
 //
 // Pod-level resources (spec.resources) are resized in place too
 // (InPlacePodLevelResourcesVerticalScaling, beta and on in v1.37): the
@@ -36,7 +37,15 @@
 // pod-level one it runs with (restarted when its resizePolicy says so),
 // and the pod cgroup is grown before and shrunk after the containers. The
 // pod's status.allocatedResources and status.resources are written as
-// upstream does.
+// upstream does: a running pod's status.resources are read back from its
+// cgroup (Config.PodCgroupReader: cpu shares, or the v2 weight converted
+// back, as the CPU request; CFS quota as the CPU limit; the memory
+// limit), with upstream's rules (the 2m and 10m CPU floors, the allocated
+// CPU request kept when the shares differ only by v2's rounding, the
+// memory request from the pod's totals when spec.resources has none, a
+// value the cgroup lacks kept from the previous Running status). Without
+// a reader, or for a part that cannot be read, the values last applied
+// are shown instead.
 //
 // Not acted on, and refused as Infeasible rather than accepted: resizes of
 // Guaranteed pods' container CPU under the static CPU manager and memory

@@ -33,6 +33,10 @@ type Config struct {
 	Sandbox   SandboxUpdater
 	Usage     MemoryUsage
 	PodUsage  PodMemoryUsage
+	// PodCgroupReader, if set, reads a running pod's cgroup back for its
+	// status.resources (as upstream); without it, or when a read fails,
+	// the status shows what was last applied.
+	PodCgroupReader PodCgroupReader
 	// Recorder, if set, receives the resize events upstream records:
 	// ResizeStarted, ResizeCompleted, ResizeError, ResizeDeferred and
 	// ResizeInfeasible, with upstream's messages.

@@ -110,7 +110,7 @@ func TestManagerResizeFlow(t *testing.T) {
 		t.Fatalf("deferred pod runs with cpu limit %v, want the allocated 500m", q)
 	}
 	st := &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
-	m.SetStatus(resized, st)
+	m.SetStatus(ctx, resized, nil, st)
 	if c := findCond(st, v1.PodResizePending); c == nil || c.Reason != v1.PodReasonDeferred || c.ObservedGeneration != 2 {
 		t.Fatalf("PodResizePending = %+v, want Deferred at generation 2", c)
 	}
@@ -148,7 +148,7 @@ func TestManagerResizeFlow(t *testing.T) {
 		t.Fatal("Actuate applied nothing")
 	}
 	st = &v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
-	m.SetStatus(got, st)
+	m.SetStatus(ctx, got, nil, st)
 	if c := findCond(st, v1.PodResizePending); c != nil {
 		t.Fatalf("PodResizePending %+v left after the resize", c)
 	}
@@ -179,7 +179,7 @@ func TestManagerActuationErrorIsInProgressError(t *testing.T) {
 		t.Fatal("Actuate succeeded with a refusing runtime")
 	}
 	st := &v1.PodStatus{}
-	m.SetStatus(got, st)
+	m.SetStatus(ctx, got, nil, st)
 	c := findCond(st, v1.PodResizeInProgress)
 	if c == nil || c.Reason != v1.PodReasonError || c.Message == "" {
 		t.Fatalf("PodResizeInProgress = %+v, want reason Error with a message", c)
@@ -205,7 +205,7 @@ func TestSetStatusPlacesConditionsAsUpstream(t *testing.T) {
 		{Type: "example.com/gate"}, {Type: v1.PodResizePending, Reason: "stale"},
 		{Type: v1.PodReadyToStartContainers}, {Type: v1.PodReady},
 	}}
-	m.SetStatus(resized, st)
+	m.SetStatus(ctx, resized, nil, st)
 	var got []v1.PodConditionType
 	for _, c := range st.Conditions {
 		got = append(got, c.Type)
@@ -279,7 +279,7 @@ func TestManagerPodLevelResize(t *testing.T) {
 		return &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c", State: v1.ContainerState{Running: &v1.ContainerStateRunning{}}}}}
 	}
 	st := &v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{{Name: "c"}}}
-	m.SetStatus(pod, st)
+	m.SetStatus(ctx, pod, nil, st)
 	if want := list("cpu=200m,memory=64Mi"); !apiequality.Semantic.DeepEqual(st.AllocatedResources, want) {
 		t.Errorf("pending pod's allocatedResources = %v, want %v", st.AllocatedResources, want)
 	}
@@ -300,7 +300,7 @@ func TestManagerPodLevelResize(t *testing.T) {
 	// Allocated, not yet actuated: the running pod reports what its
 	// cgroup has, and PodResizeInProgress.
 	st = runningStatus()
-	m.SetStatus(got, st)
+	m.SetStatus(ctx, got, nil, st)
 	if c := findCond(st, v1.PodResizeInProgress); c == nil || c.ObservedGeneration != 2 {
 		t.Fatalf("PodResizeInProgress = %+v, want one at generation 2", c)
 	}
@@ -323,7 +323,7 @@ func TestManagerPodLevelResize(t *testing.T) {
 		t.Fatalf("calls:\n%q\nwant\n%q", rec.calls, want)
 	}
 	st = runningStatus()
-	m.SetStatus(got, st)
+	m.SetStatus(ctx, got, nil, st)
 	if c := findCond(st, v1.PodResizeInProgress); c != nil {
 		t.Fatalf("PodResizeInProgress %+v left after the actuation", c)
 	}

@@ -1,8 +1,9 @@
 package allocation
 
 import (
+	"context"
+
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -131,9 +132,14 @@ func placeConditions(list, conds []v1.PodCondition) []v1.PodCondition {
 // regular) allocatedResources (the allocated requests) and resources
 // (the allocation, with the CPU and memory values applied to a running
 // container where the allocation names them); and the pod's
-// allocatedResources and resources (PodLevelStatus), as upstream reports
-// them with InPlacePodLevelResourcesVerticalScaling on.
-func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
+// allocatedResources and resources (PodLevelStatus; a running pod's read
+// back from its cgroup through Config.PodCgroupReader, else derived from
+// what was applied), as upstream reports them with
+// InPlacePodLevelResourcesVerticalScaling on. old is the pod's previous
+// status (nil: none), read only: a running pod's status.resources keeps
+// a value the cgroup lacks from it. With a PodCgroupReader it reads the
+// pod cgroup's files.
+func (m *Manager) SetStatus(ctx context.Context, pod *v1.Pod, old, st *v1.PodStatus) {
 	m.mu.Lock()
 	var conds []v1.PodCondition
 	if c := m.conds[pod.UID]; c != nil {
@@ -167,11 +173,15 @@ func (m *Manager) SetStatus(pod *v1.Pod, st *v1.PodStatus) {
 		}
 	}
 	allocatedPod, _ := WithResources(pod, alloc)
-	var running *v1.Pod
-	if hasActuated && st.Phase == v1.PodRunning {
-		running, _ = WithResources(pod, actuated)
+	var running *PodCgroupResources
+	if st.Phase == v1.PodRunning {
+		var applied *v1.Pod
+		if hasActuated {
+			applied, _ = WithResources(pod, actuated)
+		}
+		running = m.runningResources(ctx, allocatedPod, applied)
 	}
-	st.AllocatedResources, st.Resources = PodLevelStatus(allocatedPod, running)
+	st.AllocatedResources, st.Resources = PodLevelStatus(allocatedPod, running, old)
 }
 
 // applied overwrites r's CPU and memory values by cur's (what was applied
@@ -195,7 +205,7 @@ func applied(r *v1.ResourceRequirements, cur v1.ResourceRequirements) {
 }
 
 // Upstream's floors below which a running pod's status keeps the
-// allocated CPU value rather than the applied one (cm.MinShares and
+// allocated CPU value rather than the one read back (cm.MinShares and
 // cm.MinMilliCPULimit, in milli-CPU).
 const (
 	minStatusMilliCPURequest = 2
@@ -204,27 +214,32 @@ const (
 
 // PodLevelStatus returns a pod's status.allocatedResources (the pod's
 // total requests as allocated: the pod-level ones where set) and
-// status.resources. allocated is the pod at its allocation; running, the
-// pod at what was applied to its cgroup, is nil when the pod does not run.
+// status.resources, as upstream's convertToAPIPodLevelResourcesStatus.
+// allocated is the pod at its allocation; running, what its pod cgroup
+// holds, is nil when the pod does not run; old is the pod's previous
+// status (nil: none).
+//
 // A pod that does not run reports its allocated pod-level resources with
-// the requests and limits totalled as the pod cgroup would be sized; a
-// running pod the pod cgroup's CPU request, CPU limit and memory limit
-// (those it has), as upstream reads them back from the cgroup.
-func PodLevelStatus(allocated, running *v1.Pod) (v1.ResourceList, *v1.ResourceRequirements) {
+// the requests and limits totalled as the pod cgroup would be sized. A
+// running pod reports its spec.resources with the pod cgroup's CPU
+// request, CPU limit and memory limit in place, except that a CPU value
+// stays as allocated when both it and the cgroup's are at or below
+// upstream's floors (2m request, 10m limit), and a CPU request stays as
+// allocated when the cgroup's shares are what the allocation's become
+// through cgroup v2's weight (running.CPUShares); a memory request comes
+// from the pod's total requests when spec.resources has none; and a value
+// the cgroup lacks is kept from old when old was Running too.
+func PodLevelStatus(allocated *v1.Pod, running *PodCgroupResources, old *v1.PodStatus) (v1.ResourceList, *v1.ResourceRequirements) {
 	opts := resourcehelper.PodResourcesOptions{}
 	requests := nilIfEmpty(resourcehelper.PodRequests(allocated, opts))
-	if running == nil {
-		out := allocated.Spec.Resources.DeepCopy()
-		if out == nil {
-			out = &v1.ResourceRequirements{}
-		}
-		out.Requests = requests.DeepCopy()
-		out.Limits = nilIfEmpty(resourcehelper.PodLimits(allocated, opts))
-		return requests, out
-	}
 	out := allocated.Spec.Resources.DeepCopy()
 	if out == nil {
 		out = &v1.ResourceRequirements{}
+	}
+	if running == nil {
+		out.Requests = requests.DeepCopy()
+		out.Limits = nilIfEmpty(resourcehelper.PodLimits(allocated, opts))
+		return requests, out
 	}
 	if out.Requests == nil {
 		out.Requests = v1.ResourceList{}
@@ -232,20 +247,38 @@ func PodLevelStatus(allocated, running *v1.Pod) (v1.ResourceList, *v1.ResourceRe
 	if out.Limits == nil {
 		out.Limits = v1.ResourceList{}
 	}
-	_, _, cpuReq := podTotals(running, v1.ResourceCPU)
-	if cpuReq > minStatusMilliCPURequest || out.Requests.Cpu().MilliValue() > minStatusMilliCPURequest {
-		out.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(cpuReq, resource.DecimalSI)
+	var prev v1.ResourceRequirements
+	if old != nil && old.Phase == v1.PodRunning && old.Resources != nil {
+		prev = *old.Resources
 	}
-	if _, ok := out.Requests[v1.ResourceMemory]; !ok {
-		if q, ok := requests[v1.ResourceMemory]; ok {
-			out.Requests[v1.ResourceMemory] = q.DeepCopy()
+	keep := func(name v1.ResourceName, from, to v1.ResourceList) {
+		if q, ok := from[name]; ok {
+			to[name] = q.DeepCopy()
 		}
 	}
-	if lim, ok, _ := podTotals(running, v1.ResourceCPU); ok && (lim > minStatusMilliCPULimit || out.Limits.Cpu().MilliValue() > minStatusMilliCPULimit) {
-		out.Limits[v1.ResourceCPU] = *resource.NewMilliQuantity(lim, resource.DecimalSI)
+	if r := running.CPURequest; r != nil {
+		allocMilli := out.Requests.Cpu().MilliValue()
+		roundTrip := running.CPUShares != nil && sharesEqualAfterV2RoundTrip(milliCPUToShares(allocMilli), *running.CPUShares)
+		if (r.MilliValue() > minStatusMilliCPURequest || allocMilli > minStatusMilliCPURequest) && !roundTrip {
+			out.Requests[v1.ResourceCPU] = r.DeepCopy()
+		}
+	} else {
+		keep(v1.ResourceCPU, prev.Requests, out.Requests)
 	}
-	if lim, ok, _ := podTotals(running, v1.ResourceMemory); ok && lim > 0 {
-		out.Limits[v1.ResourceMemory] = *resource.NewQuantity(lim/1000, resource.BinarySI)
+	if _, ok := out.Requests[v1.ResourceMemory]; !ok {
+		keep(v1.ResourceMemory, requests, out.Requests)
+	}
+	if l := running.CPULimit; l != nil {
+		if l.MilliValue() > minStatusMilliCPULimit || out.Limits.Cpu().MilliValue() > minStatusMilliCPULimit {
+			out.Limits[v1.ResourceCPU] = l.DeepCopy()
+		}
+	} else {
+		keep(v1.ResourceCPU, prev.Limits, out.Limits)
+	}
+	if l := running.MemoryLimit; l != nil {
+		out.Limits[v1.ResourceMemory] = l.DeepCopy()
+	} else {
+		keep(v1.ResourceMemory, prev.Limits, out.Limits)
 	}
 	out.Requests, out.Limits = nilIfEmpty(out.Requests), nilIfEmpty(out.Limits)
 	return requests, out

@@ -6,6 +6,10 @@
 // below their pod's cgroup: the runtime puts them there when the sandbox
 // is created with the cgroup parent EnsurePod returns.
 //
+// ReadPodCgroup reads a pod cgroup's CPU and memory limits back (cpu
+// shares, the v2 weight converted back as upstream, CFS quota and period,
+// memory limit) for the pod's status.resources.
+//
 // It holds the arithmetic too, as pure functions: ResourceConfigForPod
 // (cpu shares, CFS quota, memory and huge page limits of a pod),
 // NodeAllocatable (kubepods limits, the reservation and the allocatable

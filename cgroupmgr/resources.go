@@ -87,6 +87,16 @@ func CPUSharesToWeight(shares uint64) uint64 {
 	return 1 + (shares-2)*9999/262142
 }
 
+// CPUWeightToShares maps a v2 cpu.weight [1, 10000] back to cpu.shares
+// as upstream reads a cgroup's weight (KEP-2254's inverse): the round trip
+// through CPUSharesToWeight loses precision. 0 is taken as 1.
+func CPUWeightToShares(weight uint64) uint64 {
+	if weight < 1 {
+		weight = 1
+	}
+	return (weight-1)*262142/9999 + 2
+}
+
 // HugePageLimits sums the hugepages-<size> entries of list by page size in
 // bytes; entries whose size does not parse are skipped.
 func HugePageLimits(list v1.ResourceList) map[int64]int64 {

@@ -28,9 +28,10 @@ type Resizer interface {
 	// none runs) and returns the containers to restart for it, and whether
 	// anything changed (the pod's status is then published again).
 	Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) (restart []string, changed bool, err error)
-	// SetStatus writes the resize conditions and the containers'
-	// allocatedResources and resources into st.
-	SetStatus(pod *v1.Pod, st *v1.PodStatus)
+	// SetStatus writes the resize conditions, the containers'
+	// allocatedResources and resources, and the pod's, into st; old is
+	// the status st was built on (read only).
+	SetStatus(ctx context.Context, pod *v1.Pod, old, st *v1.PodStatus)
 	// Forget drops what is kept for a pod that has left.
 	Forget(uid types.UID) error
 }
@@ -77,7 +78,7 @@ func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 	if changed || err != nil || len(stopped) > 0 {
 		// Show the new resources, or why they are not, now rather than
 		// at the next sync.
-		s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
+		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
@@ -149,9 +150,9 @@ func startForResize(pod *v1.Pod, a *nodekit.PodActions, name string) {
 }
 
 // resizeStatus adds the resize part of the pod's status.
-func (s *syncer) resizeStatus(pod *v1.Pod, st *v1.PodStatus) {
+func (s *syncer) resizeStatus(ctx context.Context, pod *v1.Pod, old, st *v1.PodStatus) {
 	if s.resize != nil {
-		s.resize.SetStatus(pod, st)
+		s.resize.SetStatus(ctx, pod, old, st)
 	}
 }
 

@@ -98,12 +98,13 @@ func (s *syncer) oldStatus(pod *v1.Pod) v1.PodStatus {
 	return *pod.Status.DeepCopy()
 }
 
-func (s *syncer) computeStatus(pod *v1.Pod, rs *nodekit.PodStatus, terminal bool) v1.PodStatus {
+func (s *syncer) computeStatus(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, terminal bool) v1.PodStatus {
+	old := s.oldStatus(pod)
 	st := apiStatus(statusInput{
-		pod: pod, runtime: rs, old: s.oldStatus(pod), terminal: terminal,
+		pod: pod, runtime: rs, old: old, terminal: terminal,
 		reasons: s.reasonsOf(pod.UID), probes: s.probes, nodeIPs: s.nodeIPs, now: s.clock.Now(),
 	})
-	s.resizeStatus(pod, &st)
+	s.resizeStatus(ctx, pod, &old, &st)
 	s.resourceHealth(pod, &st)
 	return st
 }
@@ -145,13 +146,13 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		return true, nil
 	}
 	if deadlineExceeded(pod, old, s.clock.Now()) {
-		st := s.computeStatus(pod, rs, true)
+		st := s.computeStatus(ctx, pod, rs, true)
 		st.Phase, st.Reason, st.Message = v1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
 		s.setStatus(ctx, pod, st)
 		s.events.Eventf(pod, v1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
 		return true, nil
 	}
-	st := s.computeStatus(pod, rs, false)
+	st := s.computeStatus(ctx, pod, rs, false)
 	if (old.Phase == v1.PodPending || old.Phase == "") && st.Phase == v1.PodRunning {
 		s.metrics.ObservePodStarted(pod, firstSeen(pod), s.clock.Now())
 	}
@@ -203,7 +204,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	}
 	if nothingToDo(actions) {
 		if retry > 0 {
-			s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
+			s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
 			return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
 		}
 		return false, nil
@@ -250,7 +251,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 	}
 	if err != nil {
 		// Show the failure reasons now rather than at the next sync.
-		s.setStatus(ctx, pod, s.computeStatus(pod, rs, false))
+		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
 		return false, err
 	}
 	if retry > 0 {
@@ -384,7 +385,7 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 	if edit != nil && len(pod.Spec.Containers) > 0 {
 		// The killer's verdict (an eviction) is recorded before the
 		// containers stop, so it is what the API sees first.
-		st := s.computeStatus(pod, rs, false)
+		st := s.computeStatus(ctx, pod, rs, false)
 		edit(&st)
 		s.setStatus(ctx, pod, st)
 	}
@@ -432,7 +433,7 @@ func (s *syncer) SyncTerminatingPod(ctx context.Context, pod *v1.Pod, rs *nodeki
 		}
 	}
 	if specPod != nil {
-		s.setStatus(ctx, pod, s.computeStatus(pod, after, true))
+		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, after, true))
 	}
 	return nil
 }
@@ -457,7 +458,7 @@ func (s *syncer) SyncTerminatedPod(ctx context.Context, pod *v1.Pod, rs *nodekit
 			return fmt.Errorf("unmount volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
-	s.setStatus(ctx, pod, s.computeStatus(pod, rs, true))
+	s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, true))
 	// Containers that never ran (an image that never pulled) become
 	// terminated-unknown and the pod terminal, so a deleted pod can go.
 	if t, ok := s.status.(PodTerminator); ok {

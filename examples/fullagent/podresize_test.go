@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,6 +46,32 @@ func podCgroupFile(t *testing.T, e *env, p *v1.Pod, container, controller, file 
 	return ""
 }
 
+// podCgroupStatus is the pod's status.resources as its pod cgroup's files
+// give them (cgroup v1), converted as upstream reads them back: cpu.shares
+// to a CPU request rounded up, the CFS quota over its period to a CPU
+// limit, memory.limit_in_bytes; the memory request is the spec's.
+func podCgroupStatus(t *testing.T, e *env, p *v1.Pod, container string) *v1.ResourceRequirements {
+	t.Helper()
+	num := func(controller, file string) int64 {
+		v, err := strconv.ParseInt(podCgroupFile(t, e, p, container, controller, file), 10, 64)
+		if err != nil {
+			t.Fatalf("pod cgroup %s: %v", file, err)
+		}
+		return v
+	}
+	shares, quota, period := num("cpu", "cpu.shares"), num("cpu", "cpu.cfs_quota_us"), num("cpu", "cpu.cfs_period_us")
+	return &v1.ResourceRequirements{
+		Requests: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity((shares*1000+1023)/1024, resource.DecimalSI),
+			v1.ResourceMemory: p.Spec.Resources.Requests[v1.ResourceMemory],
+		},
+		Limits: v1.ResourceList{
+			v1.ResourceCPU:    *resource.NewMilliQuantity(quota*1000/period, resource.DecimalSI),
+			v1.ResourceMemory: *resource.NewQuantity(num("memory", "memory.limit_in_bytes"), resource.BinarySI),
+		},
+	}
+}
+
 func podLevelResources(cpuReq, cpuLim, memReq, memLim string) *v1.ResourceRequirements {
 	r := resizeResources(cpuReq, cpuLim, memReq, memLim)
 	return &r
@@ -67,7 +95,8 @@ func resizedTo(want *v1.ResourceRequirements) func(*v1.Pod) bool {
 // with the pod-level ones, and both its cgroup and the pod cgroup follow
 // each resize (cgroup v1: cpu.cfs_quota_us, memory.limit_in_bytes)
 // without a restart; the status reports the pod's resources and
-// allocatedResources, the container's none, and no resize condition. A
+// allocatedResources (status.resources as read back from the pod
+// cgroup), the container's none, and no resize condition. A
 // memory limit below the pod's usage then stays PodResizeInProgress with
 // reason Error and upstream's message, the cgroups unchanged.
 func TestInPlaceResizePodLevel(t *testing.T) {
@@ -116,6 +145,10 @@ func TestInPlaceResizePodLevel(t *testing.T) {
 		p = e.waitPod(t, "plr", 90*time.Second, "resized "+step.name, resizedTo(step.to))
 		t.Logf("pod-level resize %s reported in %v", step.name, time.Since(start).Round(time.Millisecond))
 		check("after the resize "+step.name, step.quota, step.memory)
+		// status.resources are read back from the pod cgroup.
+		if want := podCgroupStatus(t, e, p, "app"); !apiequality.Semantic.DeepEqual(p.Status.Resources, want) {
+			t.Errorf("after the resize %s: status.resources = %v, want the pod cgroup's %v", step.name, p.Status.Resources, want)
+		}
 		app := containerStatus(p, "app")
 		if app.RestartCount != 0 || app.ContainerID != appID {
 			t.Fatalf("app restarted: restartCount %d, id %s (was %s)", app.RestartCount, app.ContainerID, appID)

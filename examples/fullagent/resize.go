@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/allocation"
+	"github.com/nodekit/nodekit/cgroupmgr"
 )
 
 // newResizer builds in-place pod resize: allocations checkpointed in the
@@ -20,7 +21,8 @@ import (
 // CRI UpdateContainerResources and the pod cgroup (the runtime told first
 // through CRI UpdatePodSandboxResources), pod-level resources
 // (spec.resources) included (InPlacePodLevelResourcesVerticalScaling, beta
-// and on in v1.37), with upstream's Resize* events on the pod and its
+// and on in v1.37), the pod's status.resources read back from its cgroup,
+// with upstream's Resize* events on the pod and its
 // resize metrics (the requested resizes counted from the loop's pod
 // updates).
 func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder record.EventRecorder) (*allocation.Manager, error) {
@@ -40,6 +42,7 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder r
 		cfg.PodCgroup = a.cgroups.m // a nil *Manager must not become a non-nil interface
 		cfg.PodUsage = a.cgroups.m
 		cfg.Sandbox = a.runtime // told before each pod cgroup change, as upstream
+		cfg.PodCgroupReader = podCgroupReader(a.cgroups.m)
 	}
 	a.resizeMetrics = allocation.NewMetrics() // kubelet_container_requested_resizes_total, kubelet_pod_*_resizes...
 	if err := a.resizeMetrics.Register(a.metrics.reg); err != nil {
@@ -63,4 +66,13 @@ func (a *agent) forgetResizes(ctx context.Context, keep map[types.UID]bool) {
 	if err := a.resizer.RemoveOrphans(keep); err != nil {
 		klog.FromContext(ctx).Error(err, "Unable to drop the allocations of pods that are gone")
 	}
+}
+
+// podCgroupReader reads a running pod's cgroup back for its
+// status.resources, as upstream reports them.
+func podCgroupReader(m *cgroupmgr.Manager) allocation.PodCgroupReader {
+	return allocation.PodCgroupReaderFunc(func(ctx context.Context, pod *v1.Pod) (allocation.PodCgroupValues, error) {
+		rc, err := m.ReadPodCgroup(ctx, pod)
+		return allocation.PodCgroupValues{CPUShares: rc.CPUShares, CPUQuota: rc.CPUQuota, CPUPeriod: rc.CPUPeriod, Memory: rc.Memory}, err
+	})
 }
