@@ -37,7 +37,8 @@ type PodCgroupValues struct {
 	// microseconds.
 	CPUQuota  *int64
 	CPUPeriod *uint64
-	// Memory is the memory limit in bytes, -1 when unlimited.
+	// Memory is the memory limit in bytes, -1 when unlimited on cgroup v2
+	// (v1 reports an unlimited cgroup as a large value, kept as read).
 	Memory *int64
 }
 

@@ -22,16 +22,15 @@ var (
 	_ configReader = (*systemdDriver)(nil)
 )
 
-// v1UnlimitedMemory is the least memory.limit_in_bytes taken as no limit:
-// the kernel reports an unlimited v1 cgroup as the largest page-aligned
-// int64 (9223372036854771712 with 4 KiB pages), and no machine has 4 EiB.
-const v1UnlimitedMemory = int64(1) << 62
-
 // ReadPodCgroup reads back the CPU and memory limits of pod's cgroup, as
 // upstream's GetPodCgroupConfig: CPUShares (cpu.shares on v1; on v2
 // cpu.weight converted back to shares by CPUWeightToShares, so lossy),
 // CPUQuota and CPUPeriod (the quota -1 when unlimited) and Memory (-1 when
-// unlimited). The CPU and memory parts are read separately: when one
+// unlimited on v2; on v1 an unlimited cgroup reads as the kernel's largest
+// page-aligned value, 9223372036854771712 with 4 KiB pages, and is
+// returned as read: upstream reports that value in the status of a pod
+// without a memory limit, as kubelet v1.37.2 does on this host's cgroup
+// v1). The CPU and memory parts are read separately: when one
 // cannot be read its fields stay nil and the error says why, the other is
 // still returned. The result is never nil and belongs to the caller. It
 // reads files only (on the systemd driver too) and does not block
@@ -150,8 +149,9 @@ func readCPUV2(dir string, rc *ResourceConfig) error {
 	return nil
 }
 
-// readMemory sets rc.Memory from file, -1 when unlimited ("max" on v2,
-// the kernel's largest value on v1).
+// readMemory sets rc.Memory from file, -1 for v2's "max" (and a value
+// past int64, as upstream's conversion reads it), the value as read
+// otherwise: v1's unlimited is a large number, kept as upstream keeps it.
 func readMemory(dir, file string, rc *ResourceConfig) error {
 	s, err := readTrimmed(dir, file)
 	if err != nil {
@@ -163,9 +163,7 @@ func readMemory(dir, file string, rc *ResourceConfig) error {
 		if err != nil {
 			return fmt.Errorf("%s of %s: %w", file, dir, err)
 		}
-		if u < uint64(v1UnlimitedMemory) {
-			v = int64(u)
-		}
+		v = int64(u) // as upstream: past int64 wraps to a negative, no limit
 	}
 	rc.Memory = &v
 	return nil

@@ -50,7 +50,8 @@ func TestReadPodCgroup(t *testing.T) {
 				"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000",
 				"memory/memory.limit_in_bytes": "9223372036854771712",
 			},
-			want: [4]string{"512", "-1", "100000", "-1"}},
+			// v1's unlimited memory is kept as read, as upstream.
+			want: [4]string{"512", "-1", "100000", "9223372036854771712"}},
 		{name: "v2 burstable unlimited", version: V2, pod: burstableOther,
 			seed: map[string]string{"cpu.max": "max 100000", "memory.max": "max"},
 			// 512 shares are weight 20, read back as 500 shares.
