@@ -49,8 +49,12 @@ func TestManagerPodLevelStatusFromCgroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	status := func(phase v1.PodPhase) *v1.PodStatus {
-		st := &v1.PodStatus{Phase: phase, ContainerStatuses: []v1.ContainerStatus{{Name: "c"}}}
-		m.SetStatus(ctx, got, nil, st)
+		// The phase the API server has, which SetStatus goes by; the
+		// status being generated says Running in either case.
+		p := got.DeepCopy()
+		p.Status.Phase = phase
+		st := &v1.PodStatus{Phase: v1.PodRunning, ContainerStatuses: []v1.ContainerStatus{{Name: "c"}}}
+		m.SetStatus(ctx, p, nil, st)
 		return st
 	}
 	for _, tc := range []struct {
@@ -92,7 +96,9 @@ func TestManagerPodLevelStatusFromCgroup(t *testing.T) {
 			t.Errorf("%s: pod cgroups read = %q, want p's once", tc.name, readPods)
 		}
 	}
-	// A pod that does not run reports its allocation; no cgroup is read.
+	// A pod the API server does not have Running reports its allocation
+	// (as upstream, though the status being generated is Running); no
+	// cgroup is read.
 	read, readErr, readPods = cgroup(307, 50000, 256<<20), nil, nil
 	if st := status(v1.PodPending); !apiequality.Semantic.DeepEqual(st.Resources, pod.Spec.Resources) || len(readPods) != 0 {
 		t.Errorf("pending pod: resources = %v (cgroups read %q), want the allocation, none read", st.Resources, readPods)

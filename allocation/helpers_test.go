@@ -56,6 +56,13 @@ func podOf(uid string, cs ...v1.Container) *v1.Pod {
 	}
 }
 
+// runningPod marks pod Running as the API server has it (what SetStatus
+// reads back the pod cgroup for, as upstream).
+func runningPod(pod *v1.Pod) *v1.Pod {
+	pod.Status.Phase = v1.PodRunning
+	return pod
+}
+
 // fitOn is package admission's resource fit on a node with allocatable.
 func fitOn(allocatable string) nodekit.Admitter {
 	node := &v1.Node{Status: v1.NodeStatus{Allocatable: list(allocatable + ",pods=110")}}

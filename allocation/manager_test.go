@@ -300,7 +300,7 @@ func TestManagerPodLevelResize(t *testing.T) {
 	// Allocated, not yet actuated: the running pod reports what its
 	// cgroup has, and PodResizeInProgress.
 	st = runningStatus()
-	m.SetStatus(ctx, got, nil, st)
+	m.SetStatus(ctx, runningPod(got), nil, st)
 	if c := findCond(st, v1.PodResizeInProgress); c == nil || c.ObservedGeneration != 2 {
 		t.Fatalf("PodResizeInProgress = %+v, want one at generation 2", c)
 	}

@@ -173,8 +173,11 @@ func (m *Manager) SetStatus(ctx context.Context, pod *v1.Pod, old, st *v1.PodSta
 		}
 	}
 	allocatedPod, _ := WithResources(pod, alloc)
+	// As upstream, "running" is the pod's phase as the API server has it
+	// (the pod as the agent holds it), not the phase being generated: the
+	// first Running status still shows the allocation.
 	var running *PodCgroupResources
-	if st.Phase == v1.PodRunning {
+	if pod.Status.Phase == v1.PodRunning {
 		var applied *v1.Pod
 		if hasActuated {
 			applied, _ = WithResources(pod, actuated)
