@@ -309,6 +309,9 @@ type Mount struct {
 	ContainerPath string
 	HostPath      string
 	ReadOnly      bool
+	// RecursiveReadOnly makes a read-only mount read-only below it too
+	// (CRI recursive_read_only; the runtime handler must support it).
+	RecursiveReadOnly bool
 	// Propagation is the upstream mount propagation mode; nil is private.
 	Propagation *v1.MountPropagationMode
 	// Image, when set, makes this the mount of an image volume

@@ -175,7 +175,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		}
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly,
-			Propagation: propagationOf(m.Propagation),
+			RecursiveReadOnly: m.RecursiveReadOnly, Propagation: propagationOf(m.Propagation),
 		})
 	}
 	for _, d := range opts.Devices {

@@ -45,3 +45,27 @@ func (r *Runtime) SetNodeStatus(ctx context.Context, node *v1.Node) error {
 	}
 	return nil
 }
+
+// SupportsRecursiveReadOnly reports whether the runtime handler (""
+// the default) supports recursive read-only mounts, as upstream decides it
+// from the runtime's last status: the handlers the last CRI Status call
+// for the node status reported (one call now when none was made yet); a
+// runtime that reports no handlers (containerd 1.6) supports none.
+func (r *Runtime) SupportsRecursiveReadOnly(ctx context.Context, handler string) bool {
+	r.nodeMu.Lock()
+	known := r.nodeKnown
+	r.nodeMu.Unlock()
+	if !known {
+		if err := r.SetNodeStatus(ctx, &v1.Node{}); err != nil {
+			return false
+		}
+	}
+	r.nodeMu.Lock()
+	defer r.nodeMu.Unlock()
+	for _, h := range r.nodeHandlers {
+		if h.Name == handler {
+			return h.Features != nil && h.Features.RecursiveReadOnlyMounts != nil && *h.Features.RecursiveReadOnlyMounts
+		}
+	}
+	return false
+}

@@ -78,3 +78,21 @@ func TestContainerStatusUser(t *testing.T) {
 		t.Fatalf("user %+v, want %+v", got, want)
 	}
 }
+
+// TestSupportsRecursiveReadOnly: a handler the runtime reports with the
+// feature supports it (asked of the runtime once when no node status was
+// set yet); an unknown handler, or a runtime reporting none, does not.
+func TestSupportsRecursiveReadOnly(t *testing.T) {
+	r, rs, _ := newFake(t)
+	rs.handlers = []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: true}},
+		{Name: "plain", Features: &runtimeapi.RuntimeHandlerFeatures{}}}
+	for handler, want := range map[string]bool{"": true, "plain": false, "kata": false} {
+		if got := r.SupportsRecursiveReadOnly(t.Context(), handler); got != want {
+			t.Errorf("handler %q: %v, want %v", handler, got, want)
+		}
+	}
+	old, _, _ := newFake(t) // containerd 1.6: no handlers
+	if old.SupportsRecursiveReadOnly(t.Context(), "") {
+		t.Error("a runtime reporting no handlers supports recursive read-only mounts")
+	}
+}

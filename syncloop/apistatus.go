@@ -36,6 +36,8 @@ type statusInput struct {
 	// restartingAll: the pod's containers are being restarted all together
 	// (podstatus.RestartingAll); apiStatus sets it.
 	restartingAll bool
+	// rro: the pod's runtime handler supports recursive read-only mounts.
+	rro bool
 }
 
 // apiStatus computes the pod's API status from the runtime's view, as
@@ -129,7 +131,7 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 	for i := range specs {
 		c := &specs[i]
 		st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}},
-			VolumeMounts: volumeMountStatuses(c)}
+			VolumeMounts: volumeMountStatuses(c, in.rro)}
 		prev, hadOld := oldByName[c.Name]
 		if hadOld {
 			st.RestartCount = prev.RestartCount
@@ -200,15 +202,19 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 // volumeMountStatuses is the status of a container's volume mounts as
 // upstream reports it (RecursiveReadOnlyMounts, GA): each mount's name,
 // path and read-only flag, and for a read-only one its recursive mode,
-// Disabled: nodekit makes no mount recursively read-only (a mount asking
-// for Enabled fails the container's start, volumemgr).
-func volumeMountStatuses(c *v1.Container) []v1.VolumeMountStatus {
+// Enabled where the mount is made recursively read-only (rro: the pod's
+// runtime handler supports it), Disabled otherwise (an invalid request
+// too: the container's start fails on it).
+func volumeMountStatuses(c *v1.Container, rro bool) []v1.VolumeMountStatus {
 	var out []v1.VolumeMountStatus
 	for _, vm := range c.VolumeMounts {
 		st := v1.VolumeMountStatus{Name: vm.Name, MountPath: vm.MountPath, ReadOnly: vm.ReadOnly}
 		if vm.ReadOnly {
-			disabled := v1.RecursiveReadOnlyDisabled
-			st.RecursiveReadOnly = &disabled
+			mode := v1.RecursiveReadOnlyDisabled
+			if on, err := podutil.ResolveRecursiveReadOnly(vm, rro); err == nil && on {
+				mode = v1.RecursiveReadOnlyEnabled
+			}
+			st.RecursiveReadOnly = &mode
 		}
 		out = append(out, st)
 	}

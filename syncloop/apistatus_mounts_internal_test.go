@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/nodekit/nodekit"
 )
 
@@ -39,5 +41,15 @@ func TestVolumeMountStatuses(t *testing.T) {
 	}
 	if got := apiStatus(statusInput{pod: pod, runtime: rt, now: now}).ContainerStatuses[0].VolumeMounts; got != nil {
 		t.Errorf("running container without a last status reports %+v, want none (as upstream)", got)
+	}
+	// On a runtime handler with recursive read-only mounts, a mount asking
+	// for IfPossible is Enabled; Disabled ones stay so.
+	pod.Spec.Containers[0].VolumeMounts[1].RecursiveReadOnly = ptr.To(v1.RecursiveReadOnlyIfPossible)
+	enabled := v1.RecursiveReadOnlyEnabled
+	for supported, mode := range map[bool]*v1.RecursiveReadOnlyMode{true: &enabled, false: &disabled} {
+		got := apiStatus(statusInput{pod: pod, now: now, rro: supported}).ContainerStatuses[0].VolumeMounts
+		if len(got) != 2 || got[1].RecursiveReadOnly == nil || *got[1].RecursiveReadOnly != *mode || got[0].RecursiveReadOnly != nil {
+			t.Errorf("IfPossible with support %v: %+v, want %s", supported, got, *mode)
+		}
 	}
 }

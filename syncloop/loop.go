@@ -103,6 +103,11 @@ type Config struct {
 	// each in turn (upstream: device plugins, then DRA). Empty: none is
 	// reported. A health change should wake the pod through ProbeUpdates.
 	ResourceHealth []ResourceHealth
+	// RecursiveReadOnly tells whether a pod's runtime handler supports
+	// recursive read-only mounts, for containerStatuses[].volumeMounts'
+	// recursiveReadOnly (Enabled where a mount is made so); nil: none.
+	// Give it what volumemgr.Config.RecursiveReadOnly is given.
+	RecursiveReadOnly RecursiveReadOnlyChecker
 
 	// UpdateObservers are told of each spec update of a known pod (not a
 	// mirror), with the pod as the loop held it before, ahead of the
@@ -186,7 +191,7 @@ func New(cfg Config) (*Loop, error) {
 		runtime: cfg.Runtime, status: cfg.Status, mirror: cfg.Mirror, volumes: cfg.Volumes, dra: cfg.DynamicResources,
 		secrets: cfg.Secrets, events: rec, probes: cfg.Probes, workers: cfg.ProbeWorkers, hooks: cfg.Hooks, options: cfg.Options, sandbox: cfg.Sandbox,
 		hash: cfg.ContainerHash, clock: cfg.Clock, rootDir: cfg.RootDir, nodeIPs: cfg.NodeIPs, metrics: cfg.Metrics, resize: cfg.Resizer,
-		health: cfg.ResourceHealth, relist: cfg.Relister,
+		health: cfg.ResourceHealth, relist: cfg.Relister, rro: cfg.RecursiveReadOnly,
 		crash:   newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		pull:    newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		reasons: map[types.UID]map[string]waitReason{},

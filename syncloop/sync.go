@@ -51,6 +51,7 @@ type syncer struct {
 	resize   Resizer
 	health   []ResourceHealth
 	relist   Relister
+	rro      RecursiveReadOnlyChecker
 	crash    *backoff
 	pull     *backoff
 	reasonMu sync.Mutex
@@ -103,10 +104,31 @@ func (s *syncer) computeStatus(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 	st := apiStatus(statusInput{
 		pod: pod, runtime: rs, old: old, terminal: terminal,
 		reasons: s.reasonsOf(pod.UID), probes: s.probes, nodeIPs: s.nodeIPs, now: s.clock.Now(),
+		rro: s.rro != nil && needsRRO(pod) && s.rro.SupportsRecursiveReadOnly(ctx, pod),
 	})
 	s.resizeStatus(ctx, pod, &old, &st)
 	s.resourceHealth(pod, &st)
 	return st
+}
+
+// RecursiveReadOnlyChecker tells whether the runtime handler a pod runs
+// with supports recursive read-only mounts (volumemgr's, the same shape).
+type RecursiveReadOnlyChecker interface {
+	SupportsRecursiveReadOnly(ctx context.Context, pod *v1.Pod) bool
+}
+
+// needsRRO: a container of pod asks for a recursive read-only mode.
+func needsRRO(pod *v1.Pod) bool {
+	for _, list := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, vm := range c.VolumeMounts {
+				if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly != v1.RecursiveReadOnlyDisabled {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // resourceHealth sets the regular containers' allocatedResourcesStatus

@@ -99,6 +99,13 @@ type Plugin interface {
 	TearDown(ctx context.Context, req *TearDownRequest) error
 }
 
+// RecursiveReadOnlyChecker tells whether the runtime handler a pod runs
+// with supports recursive read-only mounts (CRI Status,
+// runtime_handlers[].features.recursive_read_only_mounts).
+type RecursiveReadOnlyChecker interface {
+	SupportsRecursiveReadOnly(ctx context.Context, pod *v1.Pod) bool
+}
+
 // DirNamer is a Plugin whose volume directories are not all named by the
 // pod volume: upstream names a volume's directory by its volume spec, which
 // for a claim is the bound PV (POD/volumes/kubernetes.io~csi/PV). The

@@ -62,6 +62,11 @@ type Config struct {
 	// ContainerEnv resolves a container's environment for subPathExpr; nil
 	// uses the literal values of the container's env (no valueFrom).
 	ContainerEnv func(ctx context.Context, pod *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error)
+	// RecursiveReadOnly tells whether a pod's runtime handler supports
+	// recursive read-only mounts (recursiveReadOnly IfPossible and
+	// Enabled); nil: none does (IfPossible mounts plain read-only, Enabled
+	// fails the container, as upstream on such a runtime).
+	RecursiveReadOnly RecursiveReadOnlyChecker
 	// ReconcilePeriod, RefreshPeriod and MountTimeout default to the
 	// Default* constants.
 	ReconcilePeriod time.Duration

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/expansion"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // ContainerMounts returns the mounts of container c of pod, one per
@@ -103,8 +104,9 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		if err := checkPropagation(vm.MountPropagation); err != nil {
 			return nil, err
 		}
-		if vm.RecursiveReadOnly != nil && *vm.RecursiveReadOnly == v1.RecursiveReadOnlyEnabled {
-			return nil, fmt.Errorf("failed to resolve recursive read-only mode: volumeMount %q of container %q asks for a recursive read-only mount, which this node agent does not support", vm.Name, c.Name)
+		rro, err := podutil.ResolveRecursiveReadOnly(vm, m.supportsRRO(ctx, pod, vm))
+		if err != nil {
+			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
 		}
 		containerPath := vm.MountPath
 		if !filepath.IsAbs(containerPath) {
@@ -112,7 +114,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		}
 		mount := nodekit.Mount{
 			Name: vm.Name, ContainerPath: containerPath, HostPath: hostPath,
-			ReadOnly: vm.ReadOnly || v.readOnly, Propagation: vm.MountPropagation,
+			ReadOnly: vm.ReadOnly || v.readOnly, RecursiveReadOnly: rro, Propagation: vm.MountPropagation,
 		}
 		if v.image != nil {
 			mount.Image, mount.ImageSubPath = v.image.Reference, imageSub
@@ -120,6 +122,15 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		out = append(out, mount)
 	}
 	return out, nil
+}
+
+// supportsRRO asks Config.RecursiveReadOnly about pod's runtime handler,
+// only for a mount that asks for a recursive read-only mode.
+func (m *Manager) supportsRRO(ctx context.Context, pod *v1.Pod, vm v1.VolumeMount) bool {
+	if vm.RecursiveReadOnly == nil || *vm.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled || m.cfg.RecursiveReadOnly == nil {
+		return false
+	}
+	return m.cfg.RecursiveReadOnly.SupportsRecursiveReadOnly(ctx, pod)
 }
 
 // subPathMount checks sub, creates it in the volume if missing and returns

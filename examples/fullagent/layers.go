@@ -312,7 +312,9 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 	vcfg := volumemgr.Config{RootDir: o.rootDir, Events: recorder, RefreshPeriod: cfg.SyncFrequency.Duration, NodeAllocatable: h.allocatable,
 		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
 			return env.Envs(ctx, p, c, nil)
-		}}
+		},
+		RecursiveReadOnly: rroSupport{a}, // runtimeclass.go
+	}
 	if a.client != nil {
 		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
 	}
@@ -393,27 +395,28 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 			}
 			return a.pleg.Healthy()
 		},
-		Admitters:        admitters,
-		Probes:           probeResults{a.probes},
-		ProbeWorkers:     a.probes,
-		ProbeUpdates:     a.probeRelay.Updates(),
-		Hooks:            hooks,
-		Mirror:           mirror,
-		Secrets:          secrets,
-		Volumes:          a.volumes,
-		DynamicResources: draSync(a.dra),
-		Recorder:         recorder,
-		Options:          a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
-		Sandbox:          a.cgroups.sandbox(a.activePods, a.classes.sandbox(builder.Sandbox)),
-		ContainerHash:    criruntime.HashContainer,
-		RootDir:          o.rootDir,
-		NodeIPs:          h.nodeIPs,
-		SyncPeriod:       a.cfg.SyncFrequency.Duration,
-		Metrics:          a.metrics,
-		Resizer:          a.resizer,
-		UpdateObservers:  a.updateObservers(recorder),
-		ResourceHealth:   resourceHealth(a.gates, a.devices, a.dra),
-		TracerProvider:   a.tracer,
+		Admitters:         admitters,
+		Probes:            probeResults{a.probes},
+		ProbeWorkers:      a.probes,
+		ProbeUpdates:      a.probeRelay.Updates(),
+		Hooks:             hooks,
+		Mirror:            mirror,
+		Secrets:           secrets,
+		Volumes:           a.volumes,
+		DynamicResources:  draSync(a.dra),
+		Recorder:          recorder,
+		Options:           a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
+		Sandbox:           a.cgroups.sandbox(a.activePods, a.classes.sandbox(builder.Sandbox)),
+		ContainerHash:     criruntime.HashContainer,
+		RootDir:           o.rootDir,
+		NodeIPs:           h.nodeIPs,
+		SyncPeriod:        a.cfg.SyncFrequency.Duration,
+		Metrics:           a.metrics,
+		Resizer:           a.resizer,
+		UpdateObservers:   a.updateObservers(recorder),
+		ResourceHealth:    resourceHealth(a.gates, a.devices, a.dra),
+		RecursiveReadOnly: rroSupport{a},
+		TracerProvider:    a.tracer,
 	})
 	return h, err
 }

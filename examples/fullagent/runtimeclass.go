@@ -81,3 +81,20 @@ func (r *runtimeClasses) sandbox(next func(context.Context, *v1.Pod) (nodekit.Sa
 
 // forgetClasses lets the cgroup cleanup drop the handlers of gone pods.
 func (a *agent) forgetClasses(keep map[types.UID]bool) { a.classes.forget(keep) }
+
+// rroSupport tells volumemgr and the loop whether a pod's runtime handler
+// supports recursive read-only mounts, from the runtime's handlers as the
+// node status reports them (upstream's runtimeClassSupportsRecursiveReadOnlyMounts).
+// It reads the agent's fields when asked: they are set by then.
+type rroSupport struct{ a *agent }
+
+func (s rroSupport) SupportsRecursiveReadOnly(ctx context.Context, pod *v1.Pod) bool {
+	if s.a.runtime == nil {
+		return false
+	}
+	handler, err := s.a.classes.handlerFor(pod)
+	if err != nil {
+		return false
+	}
+	return s.a.runtime.SupportsRecursiveReadOnly(ctx, handler)
+}

@@ -72,3 +72,32 @@ func ParseFullName(full string) (name, namespace string, err error) {
 // the same pod as FullName does; it is for maps keyed by pod identity, not
 // for calls that take upstream's full name.
 func NamespacedKey(pod *v1.Pod) string { return pod.Namespace + "/" + pod.Name }
+
+// ResolveRecursiveReadOnly decides whether a volume mount is made
+// recursively read-only, as upstream's resolveRecursiveReadOnly: never
+// without recursiveReadOnly or with Disabled; an error when the mount is
+// not read-only or has a propagation other than None; IfPossible when the
+// pod's runtime handler supports it (supported); Enabled only then, an
+// error otherwise.
+func ResolveRecursiveReadOnly(m v1.VolumeMount, supported bool) (bool, error) {
+	if m.RecursiveReadOnly == nil || *m.RecursiveReadOnly == v1.RecursiveReadOnlyDisabled {
+		return false, nil
+	}
+	if !m.ReadOnly {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not read-only", m.Name)
+	}
+	if m.MountPropagation != nil && *m.MountPropagation != v1.MountPropagationNone {
+		return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not compatible with propagation %q", m.Name, *m.MountPropagation)
+	}
+	switch mode := *m.RecursiveReadOnly; mode {
+	case v1.RecursiveReadOnlyIfPossible:
+		return supported, nil
+	case v1.RecursiveReadOnlyEnabled:
+		if !supported {
+			return false, fmt.Errorf("volume %q requested recursive read-only mode, but it is not supported by the runtime", m.Name)
+		}
+		return true, nil
+	default:
+		return false, fmt.Errorf("unknown recursive read-only mode %q", mode)
+	}
+}
