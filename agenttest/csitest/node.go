@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -230,6 +231,16 @@ func MountPoints() ([]string, error) {
 		return nil, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
 	}
 	return out, nil
+}
+
+// IsMountPoint reports whether path is a mount point in this process's
+// mount namespace (one of MountPoints).
+func IsMountPoint(path string) (bool, error) {
+	mps, err := MountPoints()
+	if err != nil {
+		return false, err
+	}
+	return slices.Contains(mps, path), nil
 }
 
 // unescapeOctal undoes mountinfo's \NNN escapes.

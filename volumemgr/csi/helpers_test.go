@@ -147,16 +147,11 @@ func mountsUnder(t *testing.T, dir string) []string {
 
 func isMounted(t *testing.T, path string) bool {
 	t.Helper()
-	mps, err := csitest.MountPoints()
+	ok, err := csitest.IsMountPoint(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mp := range mps {
-		if mp == path {
-			return true
-		}
-	}
-	return false
+	return ok
 }
 
 func csiDriver(modes ...storagev1.VolumeLifecycleMode) *storagev1.CSIDriver {
