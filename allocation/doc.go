@@ -37,13 +37,15 @@
 // pod-level one it runs with (restarted when its resizePolicy says so),
 // and the pod cgroup is grown before and shrunk after the containers. The
 // pod's status.allocatedResources and status.resources are written as
-// upstream does: a running pod's status.resources are read back from its
-// cgroup (Config.PodCgroupReader: cpu shares, or the v2 weight converted
+// upstream does: a running pod's (one the API server has Running, as
+// upstream goes by the pod's API phase) status.resources are read back
+// from its cgroup (Config.PodCgroupReader: cpu shares, or the v2 weight converted
 // back, as the CPU request; CFS quota as the CPU limit; the memory
 // limit), with upstream's rules (the 2m and 10m CPU floors, the allocated
 // CPU request kept when the shares differ only by v2's rounding, the
 // memory request from the pod's totals when spec.resources has none, a
-// value the cgroup lacks kept from the previous Running status). Without
+// value the cgroup lacks kept from the previous Running status; cgroup
+// v1's unlimited memory is reported as read, 9007199254740988Ki). Without
 // a reader, or for a part that cannot be read, the values last applied
 // are shown instead.
 //

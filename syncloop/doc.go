@@ -7,7 +7,11 @@
 // nodekit.Runtime carries out. It builds each pod's API status from the
 // runtime's view: container statuses, IPs and start time here, phase and
 // conditions by internal/podstatus, the generator the status manager uses
-// too.
+// too. Container statuses carry their volumeMounts as upstream: from the
+// spec while the runtime has no container (recursiveReadOnly Enabled where
+// Config.RecursiveReadOnly says the pod's runtime handler makes the mount
+// so, Disabled for other read-only mounts), then carried from the last
+// status.
 // A container exiting with a code whose first matching rule has action
 // RestartAllContainers has the worker kill and remove every init and
 // regular container of the pod (keeping the sandbox) and start them again
