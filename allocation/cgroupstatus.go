@@ -6,6 +6,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/cpushares"
 )
 
 // PodCgroupReader reads back what a pod's cgroup holds
@@ -55,15 +57,6 @@ type PodCgroupResources struct {
 	CPUShares *uint64
 }
 
-// Upstream's CPU constants (pkg/kubelet/cm).
-const (
-	minShares     = 2
-	maxShares     = 262144
-	sharesPerCPU  = 1024
-	milliCPUToCPU = 1000
-	maxWeight     = 10000
-)
-
 // ResourcesFromCgroup converts what a pod cgroup holds to the values its
 // status reports, as upstream's CPURequestsFromConfig, CPULimitsFromConfig
 // and MemoryLimitsFromConfig: shares to milli-CPU rounded up (below the
@@ -74,13 +67,12 @@ func ResourcesFromCgroup(v PodCgroupValues) PodCgroupResources {
 	if v.CPUShares != nil {
 		shares := *v.CPUShares
 		out.CPUShares = &shares
-		if shares >= minShares {
-			milli := (int64(shares)*milliCPUToCPU + sharesPerCPU - 1) / sharesPerCPU
+		if milli := cpushares.ToMilliCPU(shares); milli > 0 {
 			out.CPURequest = resource.NewMilliQuantity(milli, resource.DecimalSI)
 		}
 	}
 	if v.CPUPeriod != nil && *v.CPUPeriod > 0 && v.CPUQuota != nil && *v.CPUQuota > 0 {
-		if milli := *v.CPUQuota * milliCPUToCPU / int64(*v.CPUPeriod); milli > 0 {
+		if milli := *v.CPUQuota * 1000 / int64(*v.CPUPeriod); milli > 0 {
 			out.CPULimit = resource.NewMilliQuantity(milli, resource.DecimalSI)
 		}
 	}
@@ -139,23 +131,9 @@ func (m *Manager) runningResources(ctx context.Context, pod, applied *v1.Pod) *P
 	return &out
 }
 
-// milliCPUToShares is upstream's cm.MilliCPUToShares: no request is the
-// minimum of 2 shares.
-func milliCPUToShares(milliCPU int64) uint64 {
-	if milliCPU == 0 {
-		return minShares
-	}
-	shares := milliCPU * sharesPerCPU / milliCPUToCPU
-	return uint64(min(max(shares, minShares), maxShares))
-}
-
 // sharesEqualAfterV2RoundTrip reports whether readback is allocated
 // written as a cgroup v2 weight and read back as shares (upstream's
 // cm.CPUSharesEqualAfterV2RoundTrip).
 func sharesEqualAfterV2RoundTrip(allocated, readback uint64) bool {
-	weight := uint64(maxWeight)
-	if allocated < maxShares {
-		weight = 1 + (max(allocated, minShares)-minShares)*(maxWeight-1)/(maxShares-minShares)
-	}
-	return (weight-1)*(maxShares-minShares)/(maxWeight-1)+minShares == readback
+	return cpushares.FromWeight(cpushares.ToWeight(allocated)) == readback
 }

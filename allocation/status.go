@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nodekit/nodekit/internal/cpushares"
 )
 
 // podConditions are a pod's resize conditions, nil when absent.
@@ -261,7 +263,7 @@ func PodLevelStatus(allocated *v1.Pod, running *PodCgroupResources, old *v1.PodS
 	}
 	if r := running.CPURequest; r != nil {
 		allocMilli := out.Requests.Cpu().MilliValue()
-		roundTrip := running.CPUShares != nil && sharesEqualAfterV2RoundTrip(milliCPUToShares(allocMilli), *running.CPUShares)
+		roundTrip := running.CPUShares != nil && sharesEqualAfterV2RoundTrip(cpushares.FromMilliCPU(allocMilli), *running.CPUShares)
 		if (r.MilliValue() > minStatusMilliCPURequest || allocMilli > minStatusMilliCPURequest) && !roundTrip {
 			out.Requests[v1.ResourceCPU] = r.DeepCopy()
 		}

@@ -291,13 +291,9 @@ func (d *fsDriver) MemoryUsage(_ context.Context, name CgroupName) (int64, error
 			return 0, errors.New("cgroupmgr: no cgroup v1 memory hierarchy")
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(dir, file))
+	v, err := readInt(dir, file)
 	if err != nil {
 		return 0, fmt.Errorf("cgroupmgr: memory usage: %w", err)
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("cgroupmgr: memory usage in %s: %w", filepath.Join(dir, file), err)
 	}
 	return v, nil
 }

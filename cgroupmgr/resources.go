@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"github.com/nodekit/nodekit/internal/cpushares"
 	"github.com/nodekit/nodekit/internal/qos"
 )
 
@@ -35,9 +36,9 @@ type ResourceConfig struct {
 
 // Upstream's CPU constants (kernel limits and kubelet defaults).
 const (
-	MinShares      = 2
-	MaxShares      = 262144
-	SharesPerCPU   = 1024
+	MinShares      = cpushares.Min
+	MaxShares      = cpushares.Max
+	SharesPerCPU   = cpushares.PerCPU
 	milliCPUToCPU  = 1000
 	QuotaPeriod    = 100000 // 100ms, in microseconds
 	MinQuotaPeriod = 1000   // the smallest quota the kernel takes, 1ms
@@ -48,19 +49,7 @@ const (
 
 // MilliCPUToShares converts a CPU request to cpu.shares as upstream: no
 // request is the minimum (2), not the kernel's default of 1024.
-func MilliCPUToShares(milliCPU int64) uint64 {
-	if milliCPU == 0 {
-		return MinShares
-	}
-	shares := milliCPU * SharesPerCPU / milliCPUToCPU
-	if shares < MinShares {
-		return MinShares
-	}
-	if shares > MaxShares {
-		return MaxShares
-	}
-	return uint64(shares)
-}
+func MilliCPUToShares(milliCPU int64) uint64 { return cpushares.FromMilliCPU(milliCPU) }
 
 // MilliCPUToQuota converts a CPU limit to a CFS quota over period (both in
 // microseconds), at least 1ms; no limit is 0.
@@ -77,25 +66,12 @@ func MilliCPUToQuota(milliCPU, period int64) int64 {
 
 // CPUSharesToWeight maps cpu.shares [2, 262144] onto the v2 cpu.weight
 // range [1, 10000] as upstream (KEP-2254).
-func CPUSharesToWeight(shares uint64) uint64 {
-	if shares >= MaxShares {
-		return 10000
-	}
-	if shares < MinShares {
-		shares = MinShares
-	}
-	return 1 + (shares-2)*9999/262142
-}
+func CPUSharesToWeight(shares uint64) uint64 { return cpushares.ToWeight(shares) }
 
 // CPUWeightToShares maps a v2 cpu.weight [1, 10000] back to cpu.shares
 // as upstream reads a cgroup's weight (KEP-2254's inverse): the round trip
 // through CPUSharesToWeight loses precision. 0 is taken as 1.
-func CPUWeightToShares(weight uint64) uint64 {
-	if weight < 1 {
-		weight = 1
-	}
-	return (weight-1)*262142/9999 + 2
-}
+func CPUWeightToShares(weight uint64) uint64 { return cpushares.FromWeight(weight) }
 
 // HugePageLimits sums the hugepages-<size> entries of list by page size in
 // bytes; entries whose size does not parse are skipped.
