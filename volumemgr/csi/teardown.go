@@ -33,7 +33,11 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 		if err := p.removeIfUnmounted(ctx, filepath.Join(req.Dir, "mount")); err != nil {
 			return err
 		}
-		return p.removeIfUnmounted(ctx, req.Dir)
+		if err := p.removeIfUnmounted(ctx, req.Dir); err != nil {
+			return err
+		}
+		p.forgetDir(req.PodUID, filepath.Base(req.Dir))
+		return nil
 	}
 	if err != nil {
 		return errors.New(logf("unmounter failed to load volume data file [%s]: %v", req.Dir, err))
