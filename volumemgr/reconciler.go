@@ -219,12 +219,20 @@ func (m *Manager) run(parent context.Context, o op) {
 // it is v, set up again, as upstream's reconstructed volumes are matched to
 // the desired ones by their unique name.
 func (m *Manager) adoptFoundDeviceLocked(uid types.UID, v *volumeState) {
+	if v.device != "" {
+		m.forgetFoundLocked(uid, v, v.device)
+	}
+}
+
+// forgetFoundLocked forgets the volumes of pod uid found on disk at dir
+// and not claimed by a pod volume: v, the pod's volume, is that one.
+func (m *Manager) forgetFoundLocked(uid types.UID, v *volumeState, dir string) {
 	a := m.actual[uid]
-	if v.device == "" || a == nil {
+	if a == nil {
 		return
 	}
 	for name, f := range a.volumes {
-		if f != v && f.spec == nil && f.dir == v.device {
+		if f != v && f.spec == nil && f.dir == dir {
 			delete(a.volumes, name)
 		}
 	}
@@ -282,13 +290,7 @@ func (m *Manager) nameDir(ctx context.Context, o op) error {
 		return nil
 	}
 	v.dir = VolumeDir(m.podDir(o.uid), v.plugin.Name(), name)
-	if a := m.actual[o.uid]; a != nil {
-		for n, f := range a.volumes {
-			if f != v && f.spec == nil && f.dir == v.dir {
-				delete(a.volumes, n)
-			}
-		}
-	}
+	m.forgetFoundLocked(o.uid, v, v.dir)
 	return nil
 }
 
