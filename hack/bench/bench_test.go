@@ -128,6 +128,7 @@ func TestReportAllAgents(t *testing.T) {
 	results[0].goroutines0, results[0].goroutinesN = 200, 500
 	results[1].goroutines0, results[1].goroutinesN = 300, 700
 	results[2].goroutines0, results[2].goroutinesN = -1, -1
+	results[0].anonNKB, results[1].anonNKB, results[2].anonNKB = 20*1024, 40*1024, 10*1024
 	var b bytes.Buffer
 	printReport(&b, machine{runtime: "fake CRI", cpus: 2}, options{pods: 100, runtime: runtimeFake, steady: time.Minute}, "v1.37.2", results)
 	out := b.String()
@@ -143,6 +144,7 @@ func TestReportAllAgents(t *testing.T) {
 		"| agent CPU per minute, steady, 100 pods | 1.50 s | 3.00 s | 0.10 s | 0.50 | 0.03 |",
 		"| agent goroutines, 100 pods | 500 | 700 | – | 0.71 | – |",
 		"| agent goroutines per pod | 3.00 | 4.00 | – | 0.75 | – |",
+		"| agent anonymous RSS, 100 pods | 20 MiB | 40 MiB | 10 MiB | 0.50 | 0.25 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -153,6 +155,15 @@ func TestReportAllAgents(t *testing.T) {
 	printReport(&b, machine{}, options{pods: 100, steady: time.Minute}, "", []*result{results[0], results[2]})
 	if out := b.String(); strings.Contains(out, "/kubelet") || !strings.Contains(out, "| figure | fullagent | ideal |") {
 		t.Errorf("report without kubelet:\n%s", out)
+	}
+}
+
+// The anonymous RSS read from /proc is this process's own: above zero and
+// below its whole RSS.
+func TestAnonRSS(t *testing.T) {
+	anon, all := anonRSSKB(os.Getpid()), rssKB(os.Getpid())
+	if anon <= 0 || anon > all {
+		t.Fatalf("RssAnon %d KiB, VmRSS %d KiB", anon, all)
 	}
 }
 

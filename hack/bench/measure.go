@@ -176,6 +176,7 @@ func statusKB(pid int, key string) int64 {
 
 func rssKB(pid int) int64     { return statusKB(pid, "VmRSS") }
 func peakRSSKB(pid int) int64 { return statusKB(pid, "VmHWM") }
+func anonRSSKB(pid int) int64 { return statusKB(pid, "RssAnon") }
 
 // resetPeakRSS sets the process's VmHWM to its current RSS, so that the
 // peak read after the burst is the burst's own.

@@ -70,6 +70,8 @@ func rows(o options) []row {
 		{"agent peak RSS during the burst", func(r *result) float64 { return mib(r.peakKB) }, "MiB", 0},
 		{"agent RSS, 0 pods", func(r *result) float64 { return mib(r.idle0KB) }, "MiB", 0},
 		{fmt.Sprintf("agent RSS, %d pods", o.pods), func(r *result) float64 { return mib(r.idleNKB) }, "MiB", 0},
+		{"agent anonymous RSS (heap, stacks), 0 pods", func(r *result) float64 { return mib(r.anon0KB) }, "MiB", 0},
+		{fmt.Sprintf("agent anonymous RSS, %d pods", o.pods), func(r *result) float64 { return mib(r.anonNKB) }, "MiB", 0},
 		{"API requests during the burst", func(r *result) float64 { return float64(r.burstRequests) }, "", 0},
 		{"API requests per pod during the burst", func(r *result) float64 { return float64(r.burstRequests) / float64(o.pods) }, "", 1},
 		{fmt.Sprintf("API requests/min, steady, %d pods", o.pods), func(r *result) float64 { return r.steadyPerMinute() }, "", 1},

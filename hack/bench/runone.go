@@ -30,20 +30,24 @@ const (
 
 // result is what one agent measured.
 type result struct {
-	agent          string
-	p50, p99       time.Duration
-	allRunning     time.Duration
-	cpuSeconds     float64
-	peakKB         int64
-	idle0KB        int64
-	idleNKB        int64
-	burstRequests  int
-	burstByKind    map[string]int
-	steadyRequests int
-	steadyWindow   time.Duration
-	steadyByKind   map[string]int
-	runtime        string // the run's runtime and its version (benchNode.runtime)
-	start          startBreakdown
+	agent      string
+	p50, p99   time.Duration
+	allRunning time.Duration
+	cpuSeconds float64
+	peakKB     int64
+	idle0KB    int64
+	idleNKB    int64
+	// anon0KB and anonNKB are the anonymous part of idle0KB and idleNKB
+	// (RssAnon: heap, stacks); the rest is mapped files, mostly the
+	// agent's own binary.
+	anon0KB, anonNKB int64
+	burstRequests    int
+	burstByKind      map[string]int
+	steadyRequests   int
+	steadyWindow     time.Duration
+	steadyByKind     map[string]int
+	runtime          string // the run's runtime and its version (benchNode.runtime)
+	start            startBreakdown
 	// steadyCPU is the agent's CPU seconds in the steady window.
 	steadyCPU float64
 	// goroutines0 and goroutinesN are the agent's goroutines with 0 pods
@@ -152,7 +156,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	if err := sleep(ctx, settleIdle); err != nil {
 		return nil, err
 	}
-	r.idle0KB = rssKB(pid)
+	r.idle0KB, r.anon0KB = rssKB(pid), anonRSSKB(pid)
 	r.goroutines0 = gr.count(ctx, a)
 	if err := resetPeakRSS(pid); err != nil {
 		return nil, err
@@ -180,7 +184,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	}
 	steadyEnd := time.Now()
 	r.steadyCPU = cpuSeconds(pid) - steadyCPU0
-	r.idleNKB = rssKB(pid)
+	r.idleNKB, r.anonNKB = rssKB(pid), anonRSSKB(pid)
 	r.goroutinesN = gr.count(ctx, a)
 	if a.exited() {
 		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
