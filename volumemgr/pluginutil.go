@@ -59,25 +59,41 @@ func makeVolumeDir(dir string, mode *int32) error {
 
 // ensureTmpfs makes dir a tmpfs mount point (creating dir first). size is
 // the size option in bytes; 0 leaves the kernel's default (half of RAM).
+// A directory that did not exist until now has nothing mounted on it, so
+// a first set-up mounts without reading the mount table (whose size grows
+// with the pods on the node).
 func ensureTmpfs(ctx context.Context, m Mounter, dir string, size int64) error {
+	_, statErr := os.Lstat(dir)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	if err := makeVolumeDir(dir, nil); err != nil {
 		return err
 	}
-	if isTmpfsMountPoint(dir) {
-		return nil // the refresh of a set-up volume: no mount table read
-	}
-	mt, err := readMountTable(ctx, m)
-	if err != nil {
-		return err
-	}
-	if mp, ok := mt.at(dir); ok && mp.Type == "tmpfs" {
-		return nil
+	if !created {
+		mounted, err := isTmpfsMounted(ctx, m, dir)
+		if err != nil || mounted {
+			return err
+		}
 	}
 	var opts []string
 	if size > 0 {
 		opts = append(opts, "size="+strconv.FormatInt(size, 10))
 	}
 	return m.Mount(ctx, "tmpfs", dir, "tmpfs", opts)
+}
+
+// isTmpfsMounted reports whether an existing dir is a tmpfs mount point:
+// from two stats when they can tell (the refresh of a set-up volume), else
+// from the mount table.
+func isTmpfsMounted(ctx context.Context, m Mounter, dir string) (bool, error) {
+	if isTmpfsMountPoint(dir) {
+		return true, nil
+	}
+	mt, err := readMountTable(ctx, m)
+	if err != nil {
+		return false, err
+	}
+	mp, ok := mt.at(dir)
+	return ok && mp.Type == "tmpfs", nil
 }
 
 // isTmpfsMountPoint reports, from two stats, whether dir is the root of a

@@ -1,6 +1,7 @@
 package volumemgr
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -36,5 +37,46 @@ func TestIsTmpfsMountPoint(t *testing.T) {
 	}
 	if isTmpfsMountPoint(inner) {
 		t.Fatalf("%s is a directory inside a tmpfs, reported a mount point", inner)
+	}
+}
+
+// tableCountingMounter mounts nothing; it records mounts in a table and
+// counts how often the table is read.
+type tableCountingMounter struct {
+	table []MountPoint
+	reads int
+}
+
+func (m *tableCountingMounter) Mount(_ context.Context, _, target, fstype string, _ []string) error {
+	m.table = append(m.table, MountPoint{Path: filepath.Clean(target), Type: fstype})
+	return nil
+}
+
+func (m *tableCountingMounter) Unmount(context.Context, string) error { return nil }
+
+func (m *tableCountingMounter) MountPoints(context.Context) ([]MountPoint, error) {
+	m.reads++
+	return append([]MountPoint(nil), m.table...), nil
+}
+
+// A first set-up mounts its fresh directory without reading the mount
+// table; a second one on the existing directory reads it (this mounter
+// mounts nothing on the host, so the two stats cannot tell) and does not
+// mount again.
+func TestEnsureTmpfsFreshDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pods", "uid", "volumes", "kubernetes.io~projected", "token")
+	m := &tableCountingMounter{}
+	if err := ensureTmpfs(ctx, m, dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m.reads != 0 || len(m.table) != 1 {
+		t.Fatalf("first set-up: %d mount table reads, mounts %v; want 0 reads and one mount", m.reads, m.table)
+	}
+	if err := ensureTmpfs(ctx, m, dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	if m.reads != 1 || len(m.table) != 1 {
+		t.Fatalf("second set-up: %d mount table reads, mounts %v; want 1 read and no new mount", m.reads, m.table)
 	}
 }
