@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -49,19 +52,50 @@ func (g *goroutineReader) count(ctx context.Context, a *agentProc) int {
 }
 
 func (g *goroutineReader) read(ctx context.Context, url string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := g.get(ctx, url)
 	if err != nil {
 		return 0, err
+	}
+	defer body.Close()
+	return parseGoroutineTotal(bufio.NewReader(body))
+}
+
+// saveHeap writes the agent's heap profile (/debug/pprof/heap, for `go
+// tool pprof`) to path; a failure is logged, the run goes on.
+func (g *goroutineReader) saveHeap(ctx context.Context, a *agentProc, path string) {
+	if a.serving == "" {
+		return
+	}
+	body, err := g.get(ctx, a.serving+"/debug/pprof/heap")
+	if err == nil {
+		var f *os.File
+		if f, err = os.Create(path); err == nil {
+			_, err = io.Copy(f, body)
+			err = errors.Join(err, f.Close())
+		}
+		body.Close()
+	}
+	if err != nil {
+		logf("%s: heap profile: %v", a.name, err)
+		return
+	}
+	logf("%s: heap profile written to %s", a.name, path)
+}
+
+func (g *goroutineReader) get(ctx context.Context, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return parseGoroutineTotal(bufio.NewReader(resp.Body))
+	return resp.Body, nil
 }
 
 // parseGoroutineTotal reads the first line of a debug=1 goroutine profile,

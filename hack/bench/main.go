@@ -124,7 +124,7 @@ func main() {
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
 	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for API requests per minute (N pods running)")
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for all pods to run")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (each agent's log and the API server's audit log) and print its path")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (each agent's log, its heap profile at the end of the steady window, and the API server's audit log) and print its path")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {

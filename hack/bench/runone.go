@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -186,6 +187,9 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	r.steadyCPU = cpuSeconds(pid) - steadyCPU0
 	r.idleNKB, r.anonNKB = rssKB(pid), anonRSSKB(pid)
 	r.goroutinesN = gr.count(ctx, a)
+	if o.keep {
+		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-"+strconv.Itoa(o.pods)+"-pods.pb.gz"))
+	}
 	if a.exited() {
 		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
 	}
