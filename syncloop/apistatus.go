@@ -194,6 +194,12 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 			}
 			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}}
 		}
+		if st.Started == nil || st.State.Running == nil {
+			// As upstream's prober manager: every status says whether its
+			// container has started, and one not running has not.
+			started := false
+			st.Started = &started
+		}
 		out = append(out, st)
 	}
 	return out

@@ -57,3 +57,37 @@ func TestAPIStatusUsesTheGenerator(t *testing.T) {
 		t.Errorf("PodReadyToStartContainers = %+v, want False %s %q", c, podstatus.ReasonPodSandboxNotReady, podstatus.MessageNoSandbox)
 	}
 }
+
+// Every container status says whether the container has started, as
+// upstream's prober manager sets it: false for one the runtime does not
+// have yet (init or regular, waiting with PodInitializing) and for one
+// that ended, true for one running without a startup probe. e2e specs
+// dereference it.
+func TestContainerStatusesStarted(t *testing.T) {
+	now := time.Unix(1700000000, 0)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "u"},
+		Spec: v1.PodSpec{
+			InitContainers: []v1.Container{{Name: "done", Image: "busybox"}, {Name: "waiting", Image: "busybox"}},
+			Containers:     []v1.Container{{Name: "app", Image: "busybox"}},
+		},
+	}
+	rt := &nodekit.PodStatus{ID: "u",
+		Sandboxes: []*nodekit.SandboxStatus{{ID: "sb", State: nodekit.SandboxReady, IPs: []string{"10.0.0.2"}}},
+		Containers: []*nodekit.ContainerStatus{{ID: nodekit.ContainerID{Type: "fake", ID: "1"}, Name: "done",
+			State: nodekit.StateExited, CreatedAt: now, StartedAt: now, FinishedAt: now}}}
+	for _, in := range []statusInput{{pod: pod, now: now}, {pod: pod, runtime: rt, now: now}} {
+		s := apiStatus(in)
+		for _, cs := range append(s.InitContainerStatuses, s.ContainerStatuses...) {
+			if cs.Started == nil || *cs.Started {
+				t.Errorf("runtime %v: container %s (%+v) started = %v, want false", in.runtime != nil, cs.Name, cs.State, cs.Started)
+			}
+		}
+	}
+	rt.Containers = append(rt.Containers, &nodekit.ContainerStatus{ID: nodekit.ContainerID{Type: "fake", ID: "2"}, Name: "app",
+		State: nodekit.StateRunning, CreatedAt: now, StartedAt: now})
+	s := apiStatus(statusInput{pod: pod, runtime: rt, now: now})
+	if cs := s.ContainerStatuses[0]; cs.Started == nil || !*cs.Started {
+		t.Errorf("running app without a startup probe: started = %v, want true", cs.Started)
+	}
+}
