@@ -183,11 +183,48 @@ func TestMetricsCadvisor(t *testing.T) {
 		t.Errorf("busy container's CPU did not rise by 0.5s from %v: %v (last error %v)", first, cpuOf("busy"), last)
 	}
 	t.Run("endpoints", func(t *testing.T) { checkEndpoints(t, e) })
+	t.Run("resource", func(t *testing.T) { checkResourceMetrics(t, e, "busy", "idle") })
 	if t.Failed() {
 		for s, v := range m {
 			if strings.Contains(s, `pod="idle"`) || strings.Contains(s, `pod="busy"`) {
 				t.Logf("%s %v", s, v)
 			}
+		}
+	}
+}
+
+// checkResourceMetrics reads /metrics/resource (what metrics-server and
+// `kubectl top` read) through the API server's node proxy: the node's CPU
+// and memory, each pod's and its app container's, the busy pod's CPU above
+// zero, and no scrape error.
+func checkResourceMetrics(t *testing.T, e *env, busy string, pods ...string) {
+	m, err := e.scrapeStamped(t.Context(), "metrics", "resource")
+	if err != nil {
+		t.Fatalf("/metrics/resource: %v", err)
+	}
+	for _, fam := range []string{"node_cpu_usage_seconds_total", "node_memory_working_set_bytes"} {
+		if v, ok := m[fam]; !ok || v <= 0 {
+			t.Errorf("%s: %v (served: %v), want a positive value", fam, v, ok)
+		}
+	}
+	if v, ok := m["resource_scrape_error"]; !ok || v != 0 {
+		t.Errorf("resource_scrape_error: %v (served: %v), want 0", v, ok)
+	}
+	for _, pod := range append([]string{busy}, pods...) {
+		for _, fam := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes", "container_start_time_seconds"} {
+			if got := seriesWith(m, fam, `container="app"`, `namespace="default"`, `pod="`+pod+`"`); len(got) != 1 {
+				t.Errorf("%s of pod %s: %v, want one series", fam, pod, got)
+			}
+		}
+		for _, fam := range []string{"pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"} {
+			if got := seriesWith(m, fam, `namespace="default"`, `pod="`+pod+`"`); len(got) != 1 {
+				t.Errorf("%s of pod %s: %v, want one series", fam, pod, got)
+			}
+		}
+	}
+	for s, v := range seriesWith(m, "container_cpu_usage_seconds_total", `pod="`+busy+`"`) {
+		if v <= 0 {
+			t.Errorf("%s = %v, want the busy container's CPU above zero", s, v)
 		}
 	}
 }
