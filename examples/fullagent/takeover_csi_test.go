@@ -34,24 +34,27 @@ func startTakeoverCSI(t *testing.T, e *env) *csitest.Process {
 			VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{storagev1.VolumeLifecyclePersistent}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	bindClaimByHand(t, e, "takeover-claim", takeoverPV, "vol-takeover")
+	bindClaimByHand(t, e, "takeover-claim", takeoverPV, "vol-takeover", v1.PersistentVolumeFilesystem)
+	bindClaimByHand(t, e, "takeover-block", takeoverBlockPV, takeoverBlockHandle, v1.PersistentVolumeBlock) // takeover_block_test.go
 	return drv
 }
 
-// bindClaimByHand creates a claim and a static CSI PV bound to each other
-// as the PV controller would bind them (the takeover test runs no
-// kube-controller-manager).
-func bindClaimByHand(t *testing.T, e *env, claim, pvName, handle string) {
+// bindClaimByHand creates a claim and a static CSI PV of the volume mode
+// bound to each other as the PV controller would bind them (the takeover
+// test runs no kube-controller-manager).
+func bindClaimByHand(t *testing.T, e *env, claim, pvName, handle string, mode v1.PersistentVolumeMode) {
 	t.Helper()
 	ctx := t.Context()
 	spec := claimSpec("static")
 	spec.VolumeName = pvName
+	spec.VolumeMode = &mode
 	pvc, err := e.client.CoreV1().PersistentVolumeClaims("default").Create(ctx, &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim}, Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	createPV(t, e, pvName, handle, "static", func(pv *v1.PersistentVolume) {
 		pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "default", Name: claim, UID: pvc.UID}
+		pv.Spec.VolumeMode = &mode
 	})
 	pv, err := e.client.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
 	if err != nil {

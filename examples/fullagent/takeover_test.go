@@ -163,10 +163,10 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 	e.kubelet.start()
 	apiEnv := &env{client: e.client, rootDir: e.root}
 	e.csi = startTakeoverCSI(t, apiEnv)
-	for _, p := range append(takeoverPods(), claimPod()) {
+	for _, p := range append(takeoverPods(), claimPod(), blockPod()) {
 		apiEnv.createPod(t, p)
 	}
-	names := []string{"plain", "with-init", "restarted", "with-configmap", "with-claim", staticPodName}
+	names := []string{"plain", "with-init", "restarted", "with-configmap", "with-claim", "with-block", staticPodName}
 	for _, name := range names {
 		apiEnv.waitPod(t, name, 3*time.Minute, "Ready under kubelet", podReady)
 	}
@@ -176,9 +176,14 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 	})
 	t.Logf("kubelet ran the %d pods Ready in %v", len(names), time.Since(start).Round(time.Second))
 	e.checkHashes(t, names[:len(names)-1])
+	withBlock := e.pod(t, "with-block")
+	e.detachBlockLoopsOnCleanup(t, withBlock.UID)
+	e.checkBlockVolume(t, "under kubelet", withBlock, 0, takeoverBlockMapCalls)
 
 	e.handOver(t, "kubelet", e.kubelet, "fullagent", e.fullagent, names)
 	e.handOver(t, "fullagent", e.fullagent, "kubelet", e.kubelet, names)
+	// kubelet tears down the block volume fullagent mapped again.
+	e.deleteBlockPod(t, withBlock.UID)
 }
 
 // handOver stops from (SIGTERM), starts to on the same node, waits until
@@ -187,6 +192,7 @@ func TestTakeoverKubeletToFullagentAndBack(t *testing.T) {
 func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess, toName string, to *agentProcess, names []string) {
 	t.Helper()
 	criBefore, apiBefore := e.criSnapshot(t), e.apiSnapshot(t, names)
+	callsBefore := e.callCount(t)
 	from.signal(syscall.SIGTERM)
 	select {
 	case <-from.done:
@@ -235,6 +241,7 @@ func (e *takeoverEnv) handOver(t *testing.T, fromName string, from *agentProcess
 	}
 	e.checkVolumes(t, fmt.Sprintf("%s -> %s", fromName, toName))
 	e.checkClaimVolume(t, fmt.Sprintf("%s -> %s", fromName, toName), apiAfter["with-claim"].uid)
+	e.checkBlockVolume(t, fmt.Sprintf("%s -> %s", fromName, toName), e.pod(t, "with-block"), callsBefore, takeoverBlockMapCalls)
 	if stacked := stackedMounts(t, e.root); len(stacked) > 0 {
 		// A volume mounted again over itself: the containers keep the old
 		// mount and never see the agent's updates (token refreshes).

@@ -270,6 +270,17 @@ func TestBlockAfterRestart(t *testing.T) {
 			t.Errorf("the kept device reads %q (%v)", b, err)
 		}
 	}
+	// The set-up again keeps the descriptor lock it found (one loop device
+	// on the global map path, not a second) and the driver's one device.
+	global := filepath.Join(e.root, "plugins/kubernetes.io/csi/volumeDevices/pv-1/dev/uid-1")
+	img := filepath.Join(e.drv.StateDir, "volumes", "vol-1.img")
+	loops := map[string]int{}
+	for _, f := range loopBackingFiles(t) {
+		loops[f]++
+	}
+	if loops[global] != 1 || loops[img] != 1 {
+		t.Errorf("after the restart: %d loop devices on %s, %d on %s; want one each", loops[global], global, loops[img], img)
+	}
 	// As upstream's reconstruction (the volume uncertain, so SetUpDevice
 	// and MapPodDevice run again): the kept volume staged and published a
 	// second time, the gone one torn down once.
