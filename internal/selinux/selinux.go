@@ -65,6 +65,8 @@ func (h Host) SupportsLabels(path string) (bool, error) {
 // seclabel in its options.
 func hasSeclabel(b []byte, path string) (bool, error) {
 	path = filepath.Clean(path)
+	// The kernel's octal escapes in mountinfo paths.
+	unescape := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	best, found := "", false
 	var opts []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -75,7 +77,7 @@ func hasSeclabel(b []byte, path string) (bool, error) {
 		if !ok || len(f) < 6 || len(g) < 3 {
 			continue
 		}
-		mp := f[4]
+		mp := unescape.Replace(f[4])
 		if !within(path, mp) || (found && len(mp) < len(best)) {
 			continue
 		}

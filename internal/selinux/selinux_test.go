@@ -36,6 +36,7 @@ func TestSeclabel(t *testing.T) {
 31 30 0:6 / /var/lib/kubelet/pods/u/volumes/v rw,seclabel shared:3 - xfs /dev/sdb rw
 32 22 0:7 / /data rw shared:4 - nfs srv:/x rw
 33 32 0:8 / /data rw shared:5 - xfs /dev/sdc rw,seclabel
+34 22 0:9 / /with\040space rw shared:6 - tmpfs tmpfs rw
 `)
 	for path, want := range map[string]bool{
 		"/etc":                            true,
@@ -43,6 +44,7 @@ func TestSeclabel(t *testing.T) {
 		"/var/lib/kubelet/pods/u/volumes/v/mount": true,
 		"/var/lib/kubeletx":                       true,
 		"/data/f":                                 true,
+		"/with space/f":                           false,
 	} {
 		if got, err := hasSeclabel(table, path); got != want || err != nil {
 			t.Errorf("%s: %v, %v; want %v", path, got, err, want)
