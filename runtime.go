@@ -312,6 +312,11 @@ type Mount struct {
 	// RecursiveReadOnly makes a read-only mount read-only below it too
 	// (CRI recursive_read_only; the runtime handler must support it).
 	RecursiveReadOnly bool
+	// SELinuxRelabel asks the runtime to relabel HostPath with the
+	// container's SELinux label (CRI selinux_relabel), as upstream does
+	// for volumes it manages; a Runtime sends it only on a host with
+	// SELinux enabled.
+	SELinuxRelabel bool
 	// Propagation is the upstream mount propagation mode; nil is private.
 	Propagation *v1.MountPropagationMode
 	// Image, when set, makes this the mount of an image volume

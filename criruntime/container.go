@@ -164,6 +164,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 			SecurityContext: sc,
 		},
 	}
+	relabel := r.cfg.SELinux.Enabled()
 	for _, m := range opts.Mounts {
 		if m.Image != "" {
 			im, err := imageMount(m, imageVolumes)
@@ -176,6 +177,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{
 			ContainerPath: m.ContainerPath, HostPath: m.HostPath, Readonly: m.ReadOnly,
 			RecursiveReadOnly: m.RecursiveReadOnly, Propagation: propagationOf(m.Propagation),
+			SelinuxRelabel: m.SELinuxRelabel && relabel,
 		})
 	}
 	for _, d := range opts.Devices {
@@ -192,7 +194,7 @@ func (r *Runtime) containerConfig(pod *v1.Pod, c *v1.Container, img *runtimeapi.
 		if err != nil {
 			return nil, err
 		}
-		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: hostPath})
+		cfg.Mounts = append(cfg.Mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: hostPath, SelinuxRelabel: relabel})
 	}
 	idmapMounts(cfg.Mounts, ns.GetUsernsOptions())
 	return cfg, nil

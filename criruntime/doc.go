@@ -13,7 +13,11 @@
 // Security settings reach the runtime as upstream kubelet sends them:
 // seccomp (Localhost profiles under Config.RootDir/seccomp,
 // Config.SeccompDefault), AppArmor (field or deprecated annotation),
-// SELinux options, procMount, supplemental groups and their policy, and
+// SELinux options (and, only where SELinux is enabled, CRI
+// selinux_relabel on the mounts whose nodekit.Mount.SELinuxRelabel asks for
+// it and on the termination-message file, as upstream's kuberuntime;
+// Config.SELinux, the real host by default), procMount, supplemental
+// groups and their policy, and
 // user namespaces: a pod with hostUsers: false gets a range of host IDs of
 // its own (package userns, checkpointed in the pod's directory), and fails
 // sandbox creation with upstream's message when the runtime handler does

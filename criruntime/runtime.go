@@ -19,6 +19,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/selinux"
 )
 
 // EventRecorder records Kubernetes events about a pod. client-go's
@@ -115,6 +116,12 @@ type Config struct {
 	// creation or on an in-place resize, so the runtime leaves the
 	// container's quota unlimited, as kubelet does.
 	DisableCPUCFSQuota bool
+	// SELinux tells whether SELinux is enabled on the host; nil asks the
+	// host (github.com/opencontainers/selinux). Only then do container
+	// mounts carry CRI selinux_relabel: the mounts that ask for it
+	// (nodekit.Mount.SELinuxRelabel) and the termination-message file, as
+	// upstream.
+	SELinux SELinuxHost
 
 	// Metrics receives upstream's runtime numbers: each CRI call
 	// (kubelet_runtime_operations_*), image pulls, and sandbox and
@@ -239,8 +246,22 @@ func withDefaults(cfg Config) Config {
 	if cfg.RootDir == "" {
 		cfg.RootDir = "/var/lib/kubelet"
 	}
+	if cfg.SELinux == nil {
+		cfg.SELinux = selinux.Host{}
+	}
 	return cfg
 }
+
+// SELinuxHost reports whether SELinux is enabled on the host.
+type SELinuxHost interface {
+	Enabled() bool
+}
+
+// SELinuxHostFunc adapts a function to SELinuxHost.
+type SELinuxHostFunc func() bool
+
+// Enabled calls f.
+func (f SELinuxHostFunc) Enabled() bool { return f() }
 
 // Close releases the connections.
 func (r *Runtime) Close(ctx context.Context) error {

@@ -153,10 +153,10 @@ func EnsureHostsFile(path string, content []byte) error {
 	return nil
 }
 
-// HostsMount mounts the hosts file at path on /etc/hosts, read-write as
-// upstream.
+// HostsMount mounts the hosts file at path on /etc/hosts, read-write and
+// relabeled for the container (where SELinux is enabled) as upstream.
 func HostsMount(path string) nodekit.Mount {
-	return nodekit.Mount{Name: HostsMountName, ContainerPath: EtcHostsPath, HostPath: path}
+	return nodekit.Mount{Name: HostsMountName, ContainerPath: EtcHostsPath, HostPath: path, SELinuxRelabel: true}
 }
 
 // shouldMountHostsFile reports whether a container gets the managed hosts

@@ -57,7 +57,7 @@ func (h *host) writeContent(ctx context.Context, req *SetUpRequest, memory bool,
 	if err := writeAtomic(req.Dir, payload, h.clock.Now(), perms); err != nil {
 		return nil, fmt.Errorf("write volume %q: %w", req.Volume.Name, err)
 	}
-	return &SetUpResult{ReadOnly: true, Refresh: true}, nil
+	return &SetUpResult{ReadOnly: true, Refresh: true, SELinuxRelabel: true}, nil
 }
 
 func (h *host) configMap(ctx context.Context, ns, name string, optional bool) (*v1.ConfigMap, error) {

@@ -60,6 +60,20 @@
 // WaitForAttachAndMount's "unattached volumes"); a StepError names the
 // upstream step in the FailedMount event.
 //
+// SELinux (selinux.go, Config.SELinux; the real host's by default): where
+// SELinux is enabled, each volume's label is that of the containers that
+// mount it, as upstream's desired state computes it (none with the pod's
+// seLinuxChangePolicy Recursive), handed to the plugin as
+// SetUpRequest.SELinuxLabel for a context mount (volumemgr/csi); differing
+// or untranslatable labels fail a PV-backed volume before set-up
+// ("failed to process volumes=[NAME]: multiple SELinux labels found:
+// ..."), and leave other volumes unlabeled as upstream. Each mount's
+// nodekit.Mount.SELinuxRelabel is its plugin's SetUpResult.SELinuxRelabel
+// (upstream's Managed and SELinuxRelabel attributes: emptyDir, configMap,
+// secret, downwardAPI and projected yes; hostPath and image no), whatever
+// the host: the Runtime sends it only where SELinux is enabled. Unlike
+// upstream, the volume_manager_selinux_* metrics are not kept.
+//
 // Content volumes are written atomically as upstream (a timestamped
 // directory and a ..data symlink swapped by rename, with user-visible
 // symlinks into it). Secret, downwardAPI and projected volumes each live on

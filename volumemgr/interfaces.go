@@ -99,6 +99,20 @@ type Plugin interface {
 	TearDown(ctx context.Context, req *TearDownRequest) error
 }
 
+// SELinux is the host's SELinux as volumes need it. internal/selinux.Host
+// is the real one (github.com/opencontainers/selinux); on a host without
+// SELinux Enabled is false and the others are not called.
+type SELinux interface {
+	// Enabled reports whether SELinux is enabled on the host.
+	Enabled() bool
+	// FileLabel returns the file label of a process with opts, "" for
+	// nil or empty opts.
+	FileLabel(opts *v1.SELinuxOptions) (string, error)
+	// SupportsLabels reports whether the file system path is on keeps
+	// SELinux labels (seclabel); false when SELinux is disabled.
+	SupportsLabels(path string) (bool, error)
+}
+
 // RecursiveReadOnlyChecker tells whether the runtime handler a pod runs
 // with supports recursive read-only mounts (CRI Status,
 // runtime_handlers[].features.recursive_read_only_mounts).
@@ -128,6 +142,13 @@ type SetUpRequest struct {
 	// NAME the pod volume's or the one a DirNamer gave. Plugins that keep
 	// no files (hostPath) ignore it.
 	Dir string
+	// SELinuxLabel, on a host with SELinux enabled, is the file label
+	// the containers that mount the volume run with (one, or the pod's
+	// volumes fail before SetUp), "" when they have none, when the pod's
+	// seLinuxChangePolicy is Recursive, or on a host without SELinux. A
+	// plugin that can mount with it (a CSI driver with seLinuxMount) mounts
+	// a PV-backed volume with -o context="LABEL"; the others ignore it.
+	SELinuxLabel string
 }
 
 // SetUpResult is the output of Plugin.SetUp. Fields may be added.
@@ -150,6 +171,14 @@ type SetUpResult struct {
 	// volume in volumeDevices: the Manager fails such a set-up with
 	// upstream's message.
 	Device string
+	// SELinuxRelabel asks the container runtime to relabel the volume for
+	// each container that mounts it (nodekit.Mount.SELinuxRelabel; CRI
+	// selinux_relabel, sent only on a host with SELinux enabled): upstream's
+	// volume attributes Managed and SELinuxRelabel both true. emptyDir,
+	// configMap, secret, downwardAPI and projected volumes set it; hostPath
+	// and image volumes do not; a CSI volume does when it is writable, on a
+	// file system with seclabel and not mounted with -o context.
+	SELinuxRelabel bool
 }
 
 // TearDownRequest is the input of Plugin.TearDown. Fields may be added.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/selinux"
 )
 
 // Defaults, as upstream where it has them.
@@ -67,6 +68,9 @@ type Config struct {
 	// Enabled); nil: none does (IfPossible mounts plain read-only, Enabled
 	// fails the container, as upstream on such a runtime).
 	RecursiveReadOnly RecursiveReadOnlyChecker
+	// SELinux is the host's SELinux (labels of the volumes' containers,
+	// SetUpRequest.SELinuxLabel); nil means the real host's.
+	SELinux SELinux
 	// ReconcilePeriod, RefreshPeriod and MountTimeout default to the
 	// Default* constants.
 	ReconcilePeriod time.Duration
@@ -116,9 +120,12 @@ type desiredPod struct {
 	// refreshNow asks for the refreshable volumes to be rewritten at once
 	// (the pod's labels or annotations changed).
 	refreshNow bool
-	// unsupported are the volumes no plugin handles, with the error
+	// unsupported are the volumes no plugin handles or whose containers'
+	// SELinux labels fail (selinux.go), with the error
 	// WaitForAttachAndMount reports for each; the reconciler skips them.
 	unsupported map[string]error
+	// labels are the volumes' SELinux labels (SetUpRequest.SELinuxLabel).
+	labels map[string]string
 }
 
 type actualPod struct {
@@ -143,6 +150,8 @@ type volumeState struct {
 	dirNamed bool
 	// device is the host path of a block volume's device (SetUpResult.Device).
 	device string
+	// relabel is SetUpResult.SELinuxRelabel.
+	relabel bool
 	// refresh and refreshAt: SetUp runs again at refreshAt.
 	refresh   bool
 	refreshAt time.Time
@@ -173,6 +182,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Events == nil {
 		cfg.Events = discardEvents{}
+	}
+	if cfg.SELinux == nil {
+		cfg.SELinux = selinux.Host{}
 	}
 	if cfg.ReconcilePeriod <= 0 {
 		cfg.ReconcilePeriod = DefaultReconcilePeriod
@@ -288,13 +300,23 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	}
 	d.pod = pod
 	d.volumes = mountedVolumes(pod)
-	d.unsupported = nil
+	d.unsupported, d.labels = nil, nil
 	for name, vol := range d.volumes {
-		if m.pluginFor(vol) == nil {
+		err := noPluginError(vol)
+		if m.pluginFor(vol) != nil {
+			var label string
+			if label, err = volumeSELinuxLabel(m.cfg.SELinux, pod, vol); label != "" {
+				if d.labels == nil {
+					d.labels = map[string]string{}
+				}
+				d.labels[name] = label
+			}
+		}
+		if err != nil {
 			if d.unsupported == nil {
 				d.unsupported = map[string]error{}
 			}
-			d.unsupported[name] = noPluginError(vol)
+			d.unsupported[name] = err
 		}
 	}
 	delete(m.released, pod.UID)

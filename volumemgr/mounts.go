@@ -49,6 +49,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	type vol struct {
 		path     string
 		readOnly bool
+		relabel  bool
 		image    *v1.ImageVolumeSource
 	}
 	vols := map[string]vol{}
@@ -56,7 +57,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if a := m.actual[pod.UID]; a != nil {
 		for name, v := range a.volumes {
 			if v.setUp {
-				vols[name] = vol{path: v.path, readOnly: v.readOnly}
+				vols[name] = vol{path: v.path, readOnly: v.readOnly, relabel: v.relabel}
 				if v.spec != nil && v.spec.Image != nil {
 					vols[name] = vol{readOnly: true, image: v.spec.Image}
 				}
@@ -115,6 +116,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		mount := nodekit.Mount{
 			Name: vm.Name, ContainerPath: containerPath, HostPath: hostPath,
 			ReadOnly: vm.ReadOnly || v.readOnly, RecursiveReadOnly: rro, Propagation: vm.MountPropagation,
+			SELinuxRelabel: v.relabel,
 		}
 		if v.image != nil {
 			mount.Image, mount.ImageSubPath = v.image.Reference, imageSub

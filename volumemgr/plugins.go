@@ -58,7 +58,7 @@ func readyFile(podDir, name string) string {
 
 func (p *emptyDirPlugin) SetUp(ctx context.Context, req *SetUpRequest) (*SetUpResult, error) {
 	src := req.Volume.EmptyDir
-	res := &SetUpResult{Path: req.Dir}
+	res := &SetUpResult{Path: req.Dir, SELinuxRelabel: true}
 	ready := readyFile(req.PodDir, req.Volume.Name)
 	_, rerr := os.Stat(ready)
 	_, derr := os.Stat(req.Dir)

@@ -54,7 +54,8 @@ type op struct {
 	pod     *v1.Pod // nil for a tear-down
 	vol     *volumeState
 	tear    bool
-	refresh bool // a refresh of a volume already set up
+	refresh bool   // a refresh of a volume already set up
+	label   string // SetUpRequest.SELinuxLabel
 }
 
 // Reconcile is one pass of the reconciler: on its first call it scans the
@@ -120,9 +121,9 @@ func (m *Manager) plan() []op {
 			}
 			switch {
 			case !v.setUp && !now.Before(v.retryAt):
-				ops = append(ops, op{uid: uid, pod: d.pod, vol: v})
+				ops = append(ops, op{uid: uid, pod: d.pod, vol: v, label: d.labels[name]})
 			case v.setUp && v.refresh && (d.refreshNow || !now.Before(v.refreshAt)):
-				ops = append(ops, op{uid: uid, pod: d.pod, vol: v, refresh: true})
+				ops = append(ops, op{uid: uid, pod: d.pod, vol: v, refresh: true, label: d.labels[name]})
 			}
 		}
 		d.refreshNow = false
@@ -199,7 +200,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		log.V(2).Info("Volume set up")
 	}
 	v.setUp, v.err, v.backoff, v.retryAt, v.unattached = true, nil, 0, time.Time{}, false
-	v.path, v.readOnly, v.refresh, v.device = res.Path, res.ReadOnly, res.Refresh, res.Device
+	v.path, v.readOnly, v.refresh, v.device, v.relabel = res.Path, res.ReadOnly, res.Refresh, res.Device, res.SELinuxRelabel
 	if v.path == "" {
 		v.path = v.dir
 	}
@@ -252,7 +253,7 @@ func (m *Manager) setUp(ctx context.Context, o op) (*SetUpResult, error) {
 			return nil, err
 		}
 	}
-	res, err := o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir})
+	res, err := o.vol.plugin.SetUp(ctx, &SetUpRequest{Pod: o.pod, Volume: o.vol.spec, PodDir: m.podDir(o.uid), Dir: o.vol.dir, SELinuxLabel: o.label})
 	if err == nil && res == nil {
 		err = fmt.Errorf("plugin %s returned no result", o.vol.plugin.Name())
 	}

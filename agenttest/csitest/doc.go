@@ -28,7 +28,10 @@
 // does for a real driver.
 //
 // Each stage or publish that carried a publish context (a VolumeAttachment's
-// attachmentMetadata) is logged to STATE/publish_context.log.
+// attachmentMetadata) is logged to STATE/publish_context.log, and each
+// one whose mount capability carried mount flags (an SELinux mount's
+// context="LABEL") to STATE/mount_flags.log ("RPC VOLUME FLAG ...",
+// Process.MountFlags); the driver applies none of them.
 //
 // Build and Start (start.go) build the command with `go build` and run it
 // from tests; Calls, Secrets, PublishContexts and Fail read and write the

@@ -40,6 +40,9 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := s.logMap(PublishContextLogFile, "NodeStageVolume", r.GetVolumeId(), r.GetPublishContext()); err != nil {
 		return nil, err
 	}
+	if err := s.logMountFlags("NodeStageVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
 	if r.GetVolumeCapability().GetBlock() != nil {
 		if _, err := s.attachBlock(r.GetVolumeId()); err != nil { // block.go
 			return nil, err
@@ -87,6 +90,9 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 		return nil, err
 	}
 	if err := s.logMap(PublishContextLogFile, "NodePublishVolume", r.GetVolumeId(), r.GetPublishContext()); err != nil {
+		return nil, err
+	}
+	if err := s.logMountFlags("NodePublishVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
 	ctxLog := maps.Clone(r.GetVolumeContext())

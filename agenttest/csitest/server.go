@@ -77,6 +77,11 @@ const (
 	// ContextLogFile has the same line of each publish's volume context,
 	// with volume_mount_group=G when the capability carried one.
 	ContextLogFile = "context.log"
+	// MountFlagsLogFile has a line "RPC VOLUME FLAG FLAG..." (in the
+	// order given) for each NodeStageVolume and NodePublishVolume whose
+	// mount capability carried mount flags, e.g. upstream's
+	// context="LABEL" of an SELinux mount.
+	MountFlagsLogFile = "mount_flags.log"
 	// ExpandLogFile has a line "VOLUME PATH REQUIRED_BYTES" for each
 	// NodeExpandVolume call.
 	ExpandLogFile = "expand.log"
@@ -104,6 +109,26 @@ func (s *Server) logMap(name, rpc, volume string, m map[string]string) error {
 		return status.Error(codes.Internal, err.Error())
 	}
 	_, werr := fmt.Fprintf(f, "%s %s %s\n", rpc, volume, strings.Join(kv, ","))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return status.Error(codes.Internal, werr.Error())
+	}
+	return nil
+}
+
+// logMountFlags appends the mount flags of a call to MountFlagsLogFile.
+func (s *Server) logMountFlags(rpc, volume string, c *csipb.VolumeCapability) error {
+	flags := c.GetMount().GetMountFlags()
+	if len(flags) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, MountFlagsLogFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	_, werr := fmt.Fprintf(f, "%s %s %s\n", rpc, volume, strings.Join(flags, " "))
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}

@@ -155,6 +155,10 @@ func (p *Process) Calls() ([]string, error) {
 // order; none when no call carried secrets.
 func (p *Process) Secrets() ([]string, error) { return p.lines(SecretsLogFile) }
 
+// MountFlags returns the lines of MountFlagsLogFile ("RPC VOLUME FLAG
+// ..."), in order.
+func (p *Process) MountFlags() ([]string, error) { return p.lines(MountFlagsLogFile) }
+
 // Contexts returns the lines of ContextLogFile ("RPC VOLUME K=V,..."), in
 // order.
 func (p *Process) Contexts() ([]string, error) { return p.lines(ContextLogFile) }

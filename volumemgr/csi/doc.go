@@ -87,6 +87,20 @@
 // publish context of NodeStageVolume and NodePublishVolume. Without
 // PluginConfig.Attach such volumes fail SetUp with an error saying so.
 //
+// SELinux (selinux.go, PluginConfig.SELinux; the real host's by default):
+// where SELinux is enabled and the CSIDriver has seLinuxMount: true, a PV
+// file system volume is staged and published with the mount option
+// context="LABEL" (SetUpRequest.SELinuxLabel), recorded as
+// seLinuxMountContext in both vol_data.json files, as upstream; such a
+// volume is not relabeled by the runtime, while any other writable one
+// is when its file system has seclabel (SetUpResult.SELinuxRelabel). A
+// pod whose label differs from that of another pod with the volume set up
+// fails with upstream's `conflicting SELinux labels of volume PV: "A" and
+// "B"`; upstream finds it in its desired state, before any mount, and
+// reports it among "failed to process volumes", here it is the volume's
+// SetUp error (no driver called), retried with back-off. Raw block
+// volumes get no context, as upstream.
+//
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler) and does not attach volumes itself (upstream's kubelet does
 // with enableControllerAttachDetach false, which nodekit refuses). A

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/internal/selinux"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -55,6 +56,9 @@ type PluginConfig struct {
 	// ("MapVolume.MapPodDevice succeeded ...") of each publish of a raw
 	// block volume on the pod; nil discards them.
 	Events volumemgr.EventRecorder
+	// SELinux is the host's SELinux (context mounts, seclabel); nil means
+	// the real host's.
+	SELinux volumemgr.SELinux
 }
 
 // Plugin is the "kubernetes.io/csi" volume plugin.
@@ -81,6 +85,11 @@ type Plugin struct {
 	blockMu    sync.Mutex
 	blockSpecs map[string]string
 	dirs       map[string]string
+	// seLinux holds, by volume (driver^handle) and pod, the SELinux label
+	// each pod set the volume up with, for a driver with seLinuxMount
+	// (selinux.go).
+	seLinuxMu sync.Mutex
+	seLinux   map[string]map[types.UID]string
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -150,8 +159,11 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.SELinux == nil {
+		cfg.SELinux = selinux.Host{}
+	}
 	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{},
-		dirs: map[string]string{}}, nil
+		dirs: map[string]string{}, seLinux: map[string]map[types.UID]string{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -232,9 +244,13 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	if err != nil {
 		return nil, err
 	}
-	capability := volumeCapability(src.mode, src.fsType, src.mountOptions, mountGroup)
 	defer p.lock(src.driver, src.handle)()
 	target := filepath.Join(req.Dir, "mount")
+	capability, label, err := p.contextCapability(req, src, pol, mountGroup, data) // selinux.go
+	if err != nil {
+		return nil, err
+	}
+	defer p.forgetSELinuxOnFailure(&err, src, req.Pod.UID, target)
 	p.rememberDir(req.Pod.UID, req.Volume.Name, filepath.Base(req.Dir))
 	staging := ""
 	// Published by this process already and not to be republished: a
@@ -264,11 +280,15 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	if err != nil {
 		return nil, err
 	}
+	relabel, err := p.needsRelabel(src, label, target)
+	if err != nil {
+		return nil, err
+	}
 	// requiresRepublish: SetUp (NodePublishVolume) again every refresh
 	// period, as upstream remounts such volumes on every pod sync; a
 	// volume the driver can expand is looked at again every refresh
 	// period too, as upstream's populator does on every pod sync.
-	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish || expandable}, nil
+	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish || expandable, SELinuxRelabel: relabel}, nil
 }
 
 // volumeMountGroup is the pod's fsGroup as the driver is to apply it

@@ -192,6 +192,8 @@ type driverPolicy struct {
 	tokenRequests   []storagev1.TokenRequest
 	tokensInSecrets bool
 	republish       bool
+	// seLinuxMount: the driver mounts with -o context (spec.seLinuxMount).
+	seLinuxMount bool
 }
 
 func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
@@ -219,7 +221,8 @@ func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
 		podInfo: d.Spec.PodInfoOnMount != nil && *d.Spec.PodInfoOnMount, fsGroup: storagev1.ReadWriteOnceWithFSTypeFSGroupPolicy,
 		tokenRequests:   d.Spec.TokenRequests,
 		tokensInSecrets: d.Spec.ServiceAccountTokenInSecrets != nil && *d.Spec.ServiceAccountTokenInSecrets,
-		republish:       d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish}
+		republish:       d.Spec.RequiresRepublish != nil && *d.Spec.RequiresRepublish,
+		seLinuxMount:    d.Spec.SELinuxMount != nil && *d.Spec.SELinuxMount}
 	if d.Spec.FSGroupPolicy != nil {
 		pol.fsGroup = *d.Spec.FSGroupPolicy
 	}

@@ -61,6 +61,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	}
 	target := filepath.Join(req.Dir, "mount")
 	p.setPublished(target, false)
+	p.forgetSELinux(driver, handle, req.PodUID)
 	if _, err := c.node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: handle, TargetPath: target}); err != nil {
 		return errors.New(logf("Unmounter.TearDownAt failed: %v", err))
 	}

@@ -1,0 +1,219 @@
+package csi_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodekit/nodekit/internal/selinux"
+	"github.com/nodekit/nodekit/volumemgr"
+	"github.com/nodekit/nodekit/volumemgr/csi"
+)
+
+const (
+	labelA = "system_u:object_r:container_file_t:s0:c1,c2"
+	labelB = "system_u:object_r:container_file_t:s0:c3,c4"
+)
+
+// seLinuxManager is a Manager over a plugin of e's driver that sees host
+// as the host's SELinux (nil: the real one), as both would in an agent.
+func (e *env) seLinuxManager(host volumemgr.SELinux) (*volumemgr.Manager, *testingclock.FakeClock) {
+	e.t.Helper()
+	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName, SELinux: host})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	clk := testingclock.NewFakeClock(time.Now())
+	m, err := volumemgr.New(volumemgr.Config{RootDir: e.root, Plugins: []volumemgr.Plugin{p}, SELinux: host, Clock: clk})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m, clk
+}
+
+func labeledPod(name, uid, level string) *v1.Pod {
+	p := podWith(name, uid, pvcVolume("claim"))
+	p.Spec.SecurityContext = &v1.PodSecurityContext{SELinuxOptions: &v1.SELinuxOptions{Level: level}}
+	return p
+}
+
+func (e *env) mountFlags() []string {
+	e.t.Helper()
+	lines, err := e.drv.MountFlags()
+	if err != nil && !os.IsNotExist(err) {
+		e.t.Fatal(err)
+	}
+	return lines
+}
+
+func readJSON(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]string{}
+	if err := json.Unmarshal(b, &data); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// relabels sets pod's volumes up and returns whether each of its first
+// container's mounts asks the runtime to relabel.
+func (e *env) relabels(m *volumemgr.Manager, pod *v1.Pod) []bool {
+	e.t.Helper()
+	m.AddPod(pod)
+	m.Reconcile(e.ctx)
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if err := m.WaitForAttachAndMount(ctx, pod); err != nil {
+		e.t.Fatal(err)
+	}
+	ms, err := m.ContainerMounts(e.ctx, pod, &pod.Spec.Containers[0])
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := make([]bool, 0, len(ms))
+	for _, mt := range ms {
+		out = append(out, mt.SELinuxRelabel)
+	}
+	return out
+}
+
+// TestSELinuxMount: on an SELinux host, a PV of a driver with
+// seLinuxMount: true is staged and published with context="LABEL" (the
+// pod's label), recorded in both vol_data.json files as upstream, and not
+// relabeled by the runtime; a second pod with another label fails with
+// upstream's message and is never published.
+func TestSELinuxMount(t *testing.T) {
+	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
+	drv.Spec.SELinuxMount = ptr.To(true)
+	e := newEnv(t, pvc, pv, drv)
+	m, clk := e.seLinuxManager(selinux.Fake{})
+	p1 := labeledPod("p1", "uid-1", "s0:c1,c2")
+	if ms := e.relabels(m, p1); !slices.Equal(ms, []bool{false}) {
+		t.Errorf("mounts of p1 = %+v, want one not relabeled (mounted with a context)", ms)
+	}
+	ctxOpt := `context="` + labelA + `"`
+	if got, want := e.mountFlags(), []string{"NodeStageVolume vol-1 " + ctxOpt, "NodePublishVolume vol-1 " + ctxOpt}; !slices.Equal(got, want) {
+		t.Errorf("mount flags the driver got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	staging := filepath.Join(e.root, stagingRel("vol-1"))
+	for _, f := range []string{filepath.Join(volDir(e.root, "uid-1", "pv-1"), "vol_data.json"), filepath.Join(filepath.Dir(staging), "vol_data.json")} {
+		if got := readJSON(t, f)["seLinuxMountContext"]; got != labelA {
+			t.Errorf("%s: seLinuxMountContext = %q, want %q", f, got, labelA)
+		}
+	}
+
+	p2 := labeledPod("p2", "uid-2", "s0:c3,c4")
+	m.AddPod(p2)
+	m.Reconcile(e.ctx)
+	cctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	err := m.WaitForAttachAndMount(cctx, p2)
+	if want := `conflicting SELinux labels of volume pv-1: "` + labelA + `" and "` + labelB + `"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("p2: %v, want %q", err, want)
+	}
+	if slices.Contains(e.calls(), "NodePublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/pv-1/mount") {
+		t.Error("p2 was published despite the conflict")
+	}
+
+	// Once p1 is gone, p2's label is the volume's (at its next attempt).
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+	clk.Step(time.Minute)
+	if ms := e.relabels(m, p2); len(ms) != 1 {
+		t.Errorf("mounts of p2 = %+v", ms)
+	}
+	if got := e.mountFlags(); len(got) != 4 || got[3] != `NodePublishVolume vol-1 context="`+labelB+`"` {
+		t.Errorf("mount flags after p2: %q", got)
+	}
+	m.RemovePod("uid-2")
+	m.Reconcile(e.ctx)
+}
+
+// TestSELinuxNoContextMount: no context= option where the driver has no
+// seLinuxMount, where the pod asks for Recursive relabeling, or on a host
+// without SELinux (the real detector here); the runtime then relabels a
+// writable volume only on a file system with seclabel where SELinux is
+// enabled, as upstream.
+func TestSELinuxNoContextMount(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		seLinuxMount bool
+		host         volumemgr.SELinux
+		recursive    bool
+		relabel      bool
+	}{
+		{name: "driver without seLinuxMount", host: selinux.Fake{}, relabel: true},
+		{name: "Recursive", seLinuxMount: true, host: selinux.Fake{}, recursive: true, relabel: true},
+		{name: "no seclabel", host: selinux.Fake{Seclabel: []string{"/nowhere"}}},
+		{name: "this host", seLinuxMount: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+			drv := csiDriver(storagev1.VolumeLifecyclePersistent)
+			drv.Spec.SELinuxMount = ptr.To(tc.seLinuxMount)
+			e := newEnv(t, pvc, pv, drv)
+			m, _ := e.seLinuxManager(tc.host)
+			p := labeledPod("p1", "uid-1", "s0:c1,c2")
+			if tc.recursive {
+				p.Spec.SecurityContext.SELinuxChangePolicy = ptr.To(v1.SELinuxChangePolicyRecursive)
+			}
+			if ms := e.relabels(m, p); !slices.Equal(ms, []bool{tc.relabel}) {
+				t.Errorf("mounts = %+v, want one with relabel %v", ms, tc.relabel)
+			}
+			if got := e.mountFlags(); len(got) != 0 {
+				t.Errorf("driver got mount flags %q", got)
+			}
+			if got, ok := readJSON(t, filepath.Join(volDir(e.root, "uid-1", "pv-1"), "vol_data.json"))["seLinuxMountContext"]; ok {
+				t.Errorf("vol_data.json has seLinuxMountContext %q", got)
+			}
+			m.RemovePod("uid-1")
+			m.Reconcile(e.ctx)
+		})
+	}
+}
+
+// TestSELinuxLabelForgottenOnFailure: a pod whose set-up failed before its
+// publish holds no label on the volume once it is gone, so a pod with
+// another label sets it up.
+func TestSELinuxLabelForgottenOnFailure(t *testing.T) {
+	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
+	drv.Spec.SELinuxMount = ptr.To(true)
+	e := newEnv(t, pvc, pv, drv)
+	m, clk := e.seLinuxManager(selinux.Fake{})
+	if err := e.drv.Fail("NodeStageVolume", "Internal"); err != nil {
+		t.Fatal(err)
+	}
+	p1 := labeledPod("p1", "uid-1", "s0:c1,c2")
+	m.AddPod(p1)
+	m.Reconcile(e.ctx)
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+	if err := e.drv.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	m.Reconcile(e.ctx)
+	if ms := e.relabels(m, labeledPod("p2", "uid-2", "s0:c3,c4")); len(ms) != 1 {
+		t.Errorf("mounts of p2 = %+v", ms)
+	}
+	m.RemovePod("uid-2")
+	m.Reconcile(e.ctx)
+	clk.Step(time.Minute)
+	m.Reconcile(e.ctx)
+}
