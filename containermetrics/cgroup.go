@@ -85,6 +85,11 @@ type cgroupStats struct {
 	// net is the network of the cgroup's network namespace (root and
 	// sandboxes only).
 	net []netDev
+	// fs are the machine's filesystems (root only).
+	fs []fsStat
+	// ulimits are the cgroup's root process's soft limits (root,
+	// containers and sandboxes only).
+	ulimits []ulimit
 }
 
 // read reads cgroup name in every controller. A controller whose

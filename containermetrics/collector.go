@@ -73,10 +73,16 @@ type Collector struct {
 	h       hierarchy
 	boot    time.Time
 	machine machineInfo
+	// parts are the filesystems served for the root cgroup, listed once
+	// (see loadPartitions); statfs reads their usage on each scrape.
+	parts  map[string]partition
+	statfs statfsFunc
 }
 
 // New checks the cgroup hierarchy and reads the machine's description
-// (cores, memory, IDs) once, as upstream caches its machine info.
+// (cores, memory, IDs) and the mount table (ProcDir/self/mountinfo: the
+// filesystems of the root's container_fs_* series) once, as upstream
+// caches its machine and filesystem info.
 func New(cfg Config) (*Collector, error) {
 	if len(cfg.Roots) == 0 {
 		return nil, errors.New("containermetrics: Config.Roots is empty (give the kubepods cgroup)")
@@ -102,7 +108,7 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Collector{cfg: cfg, h: h}
+	c := &Collector{cfg: cfg, h: h, parts: loadPartitions(cfg.ProcDir), statfs: realStatfs}
 	c.boot = bootTime(cfg.ProcDir)
 	if c.machine, err = readMachine(cfg.ProcDir, cfg.RootDir, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -178,6 +184,12 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 			st.net = readNetDev(filepath.Join(c.cfg.ProcDir, "1", "net", "dev"))
 		case id.sandbox && len(st.procs) > 0:
 			st.net = readNetDev(filepath.Join(c.cfg.ProcDir, strconv.Itoa(st.procs[0]), "net", "dev"))
+		}
+		if name == "/" {
+			st.fs = readFilesystems(s.ctx, c.parts, c.statfs, filepath.Join(c.cfg.ProcDir, "diskstats"))
+		}
+		if pid := rootPid(name, id, st.procs); pid > 0 {
+			st.ulimits = readUlimits(c.cfg.ProcDir, pid)
 		}
 		c.emit(ch, name, id, st, now)
 	}

@@ -7,7 +7,19 @@
 // a pod's sandbox (pause) container carries container="" and the
 // sandbox image, and the QoS and root cgroups the id alone. Network
 // series are served for the root and the sandboxes, whose network
-// namespace the pod's containers share.
+// namespace the pod's containers share. The root also carries the
+// container_fs_* series of the machine's filesystems, by device: those
+// cadvisor's filesystem plugins (as kubelet installs them) take from the
+// mount table read at start (ProcDir/self/mountinfo; bind mounts left
+// out): ext*, xfs and other disk filesystems labelled by their device
+// (/dev/vda), each tmpfs by its mountpoint, each overlay as
+// overlay_0-MINOR, NFS, btrfs and ZFS; usage and inodes from statfs(2),
+// the I/O counters from /proc/diskstats (sd*, vd*, xvd* and dm-* only;
+// zeros for the rest). Their *_seconds_total are diskstats' milliseconds
+// divided by 1e9, as cadvisor serves them. container_ulimits_soft
+// (max_open_files only, as cadvisor) is served for the root (pid 1) and
+// the containers and sandboxes (their lowest pid, where cadvisor asks
+// containerd for the task's).
 //
 // It reads the cgroup files (v1 or v2) and /proc itself on each scrape;
 // the runtime (a PodLister, criruntime.Runtime) only names the cgroups.
@@ -27,14 +39,19 @@
 // watching only the root cgroup, against 9.1 MB.
 //
 // Compared with kubelet v1.37.2 on this machine (cgroup v1, containerd
-// 1.6, the same busybox pod on both, 2026-12-01), every family and label
+// 1.6, the same busybox pod on both, 2026-12-03), every family and label
 // set kubelet serves for the root, kubepods, QoS, pod, sandbox and
-// container cgroups is served alike, but these, not served (yet): the
-// root's container_fs_* series (disk I/O and usage by device) and
-// container_ulimits_soft. container_oom_events_total counts the cgroup's
-// own oom_kill (kubelet counts its OOM watcher's events). The pressure
-// (PSI, off by default) and per-CPU series and the topology, NUMA and
-// DIMM machine series are not served either.
+// container cgroups is served alike (TestCadvisorSideBySide in
+// examples/fullagent), with these differences. Not served: the series
+// cadvisor takes from a cgroup's own block I/O counters (blkio or io.stat:
+// container_blkio_device_usage_total, container_fs_reads_bytes_total and
+// container_fs_writes_bytes_total, container_fs_io_cost_*, and the
+// per-disk samples of the other container_fs_* I/O series), which kubelet
+// serves only for cgroups that did block I/O (none in that comparison);
+// ZFS usage comes from statfs, not libzfs. container_oom_events_total
+// counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
+// events). The pressure (PSI, off by default) and per-CPU series and the
+// topology, NUMA and DIMM machine series are not served either.
 //
 // Usage:
 //

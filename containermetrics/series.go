@@ -137,8 +137,8 @@ var oomSeries = []series{
 		values: func(s *cgroupStats) []sample { return one(float64(s.oomKills)) }},
 }
 
-// processSeries are cadvisor's ProcessMetrics (without the root
-// process's ulimits).
+// processSeries are cadvisor's ProcessMetrics but container_ulimits_soft
+// (ulimitSeries).
 var processSeries = []series{
 	{name: "container_processes", help: "Number of processes running inside the container.",
 		values: func(s *cgroupStats) []sample { return one(float64(len(s.procs))) }},
@@ -221,7 +221,9 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, cgroup string, id identity
 	stamped("container_last_seen", "Last time a container was seen by the exporter", prometheus.GaugeValue, nil, sample{v: float64(now.Unix())})
 	// No runtime health checks under CRI: -1, cadvisor's "none defined".
 	stamped("container_health_state", "The result of the container's health check", prometheus.GaugeValue, nil, sample{v: -1})
-	families := [][]series{cpuSeries, memorySeries, memoryV2Series, processSeries, oomSeries}
+	// fsSeries and ulimitSeries give samples only for the cgroups read
+	// for them (see Collect).
+	families := [][]series{cpuSeries, memorySeries, memoryV2Series, processSeries, ulimitSeries, oomSeries, fsSeries}
 	if cgroup == "/" || id.sandbox {
 		families = append(families, networkSeries)
 	}

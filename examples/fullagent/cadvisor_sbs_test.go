@@ -30,10 +30,10 @@ const cadvisorLinkedSocket = "/run/containerd/containerd.sock"
 // fullagent, each with its own containerd, and compares their
 // /metrics/cadvisor: every family kubelet serves for the root, kubepods,
 // QoS, pod, sandbox and container cgroups is served by fullagent for the
-// same cgroups with the same labels, but for the families known missing
-// (containermetrics' doc), and the container's label values agree. The
-// kubelet's containerd is linked at cadvisor's fixed socket path for the
-// test (refused if something is there already).
+// same cgroups with the same label names, the container's label values
+// agree, and so do the root's block-device filesystems and their sizes.
+// The kubelet's containerd is linked at cadvisor's fixed socket path for
+// the test (refused if something is there already).
 func TestCadvisorSideBySide(t *testing.T) {
 	agenttest.SkipShort(t, "kubelet and fullagent as processes")
 	kubeletBin := findKubelet(t)
@@ -99,7 +99,7 @@ func TestCadvisorSideBySide(t *testing.T) {
 	}
 	// kubelet's cadvisor finds new cgroups on its housekeeping (up to 15s).
 	var kinds [2]map[string]map[string]bool
-	var app [2]string
+	var app, pages [2]string
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		for i, a := range agents {
 			b, err := client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", a.node, "proxy", "metrics", "cadvisor").DoRaw(ctx)
@@ -107,17 +107,15 @@ func TestCadvisorSideBySide(t *testing.T) {
 				return false, nil
 			}
 			kinds[i], app[i] = cadvisorKinds(string(b), "cm-"+a.name)
+			pages[i] = string(b)
 		}
 		return app[0] != "" && len(kinds[0]["container_cpu_usage_seconds_total"]) == 6, nil
 	})
 	if err != nil {
 		t.Fatalf("kubelet's /metrics/cadvisor never showed the pod's six cgroup kinds: %v", kinds[0]["container_cpu_usage_seconds_total"])
 	}
-	known := func(fam string) bool {
-		return strings.HasPrefix(fam, "container_fs_") || fam == "container_ulimits_soft"
-	}
 	for fam, k := range kinds[0] {
-		if got := kinds[1][fam]; !known(fam) && !maps.Equal(got, k) {
+		if got := kinds[1][fam]; !maps.Equal(got, k) {
 			t.Errorf("%s: kubelet serves it for %v, fullagent for %v", fam, slices.Sorted(maps.Keys(k)), slices.Sorted(maps.Keys(got)))
 		}
 	}
@@ -129,6 +127,25 @@ func TestCadvisorSideBySide(t *testing.T) {
 	if app[0] != app[1] {
 		t.Errorf("the container's labels (but id, name, pod): kubelet %s, fullagent %s", app[0], app[1])
 	}
+	// Mounts come and go on this machine (each agent lists them when it
+	// starts); the disks stay.
+	if k, f := rootDiskLimits(pages[0]), rootDiskLimits(pages[1]); len(k) == 0 || !maps.Equal(k, f) {
+		t.Errorf("the root's container_fs_limit_bytes by disk: kubelet %v, fullagent %v", k, f)
+	}
+}
+
+// rootDiskLimits reads the root cgroup's container_fs_limit_bytes of the
+// block devices (device="/dev/...", but the /dev/shm tmpfs) on a
+// /metrics/cadvisor page: device to value.
+func rootDiskLimits(page string) map[string]string {
+	out := map[string]string{}
+	sample := regexp.MustCompile(`^container_fs_limit_bytes\{.*device="(/dev/[^"]+)".*id="/",.*\} (\S+)`)
+	for _, line := range strings.Split(page, "\n") {
+		if m := sample.FindStringSubmatch(line); m != nil && m[1] != "/dev/shm" {
+			out[m[1]] = m[2]
+		}
+	}
+	return out
 }
 
 // cadvisorKinds reads a /metrics/cadvisor page: for each family, the kinds
