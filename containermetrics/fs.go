@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // partition is one filesystem the root cgroup's container_fs_* series
@@ -109,31 +111,12 @@ func readMountinfo(path string) ([]mountEntry, error) {
 		if !ok {
 			continue
 		}
-		e := mountEntry{mountpoint: unescapeMount(fields[4]), fsType: tail[0], source: unescapeMount(tail[1])}
+		e := mountEntry{mountpoint: fsutil.UnescapeMountPath(fields[4]), fsType: tail[0], source: fsutil.UnescapeMountPath(tail[1])}
 		e.major, _ = strconv.ParseUint(maj, 10, 64)
 		e.minor, _ = strconv.ParseUint(min, 10, 64)
 		out = append(out, e)
 	}
 	return out, sc.Err()
-}
-
-// unescapeMount undoes the kernel's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // partitionsOf picks the filesystems cadvisor lists from the mount table,

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // HostMounter is the Mounter of the host: mount(2) and umount(2) through
@@ -124,29 +125,9 @@ func parseMountInfo(b []byte) ([]MountPoint, error) {
 		if len(f) < 5 || len(g) < 2 {
 			return nil, fmt.Errorf("short mountinfo line: %q", line)
 		}
-		out = append(out, MountPoint{Path: unescapeMountPath(f[4]), Type: g[0], Source: unescapeMountPath(g[1])})
+		out = append(out, MountPoint{Path: fsutil.UnescapeMountPath(f[4]), Type: g[0], Source: fsutil.UnescapeMountPath(g[1])})
 	}
 	return out, sc.Err()
-}
-
-// unescapeMountPath undoes the kernel's octal escapes (\040 for a space,
-// \011, \012, \134).
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // mountTable is a snapshot of the mount table with the questions the
@@ -207,7 +188,7 @@ func (h HostMounter) MakeRShared(ctx context.Context, dir string) error {
 	for _, line := range strings.Split(string(b), "\n") {
 		pre, _, ok := strings.Cut(line, " - ")
 		f := strings.Fields(pre)
-		if !ok || len(f) < 6 || filepath.Clean(unescapeMountPath(f[4])) != dir {
+		if !ok || len(f) < 6 || filepath.Clean(fsutil.UnescapeMountPath(f[4])) != dir {
 			continue
 		}
 		isMount, shared = true, false // the last (topmost) entry wins

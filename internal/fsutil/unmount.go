@@ -34,7 +34,7 @@ func UnmountBelow(dir string) ([]string, error) {
 		if len(f) < 5 {
 			continue
 		}
-		mp := unescapeMount(f[4])
+		mp := UnescapeMountPath(f[4])
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			below = append(below, mp)
 		}
@@ -57,9 +57,9 @@ func UnmountBelow(dir string) ([]string, error) {
 	return done, errors.Join(errs...)
 }
 
-// unescapeMount decodes mountinfo's octal escapes (\040 for a space, and
-// so on).
-func unescapeMount(s string) string {
+// UnescapeMountPath decodes the octal escapes the kernel writes in the
+// paths of /proc/PID/mountinfo (\040 for a space, \011, \012, \134).
+func UnescapeMountPath(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

@@ -11,8 +11,8 @@ import (
 
 func TestUnescapeMount(t *testing.T) {
 	for in, want := range map[string]string{`/a/b`: "/a/b", `/a\040b`: "/a b", `/x\011y\134`: "/x\ty\\", `/p\0`: `/p\0`} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		if got := UnescapeMountPath(in); got != want {
+			t.Errorf("UnescapeMountPath(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // ErrNoInstance is returned (wrapped) by StopDir for a directory in which no
@@ -353,7 +355,7 @@ func unmountUnder(dir string) error {
 		if len(fields) < 5 {
 			continue
 		}
-		mp := unescapeMount(fields[4])
+		mp := fsutil.UnescapeMountPath(fields[4])
 		if strings.HasPrefix(mp, prefix) {
 			mounts = append(mounts, mp)
 		}
@@ -370,23 +372,4 @@ func unmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -20,6 +20,8 @@ import (
 	goselinux "github.com/opencontainers/selinux/go-selinux"
 	"github.com/opencontainers/selinux/go-selinux/label"
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Host is the real host: Enabled asks the kernel (/sys/fs/selinux), as
@@ -65,8 +67,6 @@ func (h Host) SupportsLabels(path string) (bool, error) {
 // seclabel in its options.
 func hasSeclabel(b []byte, path string) (bool, error) {
 	path = filepath.Clean(path)
-	// The kernel's octal escapes in mountinfo paths.
-	unescape := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
 	best, found := "", false
 	var opts []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -77,7 +77,7 @@ func hasSeclabel(b []byte, path string) (bool, error) {
 		if !ok || len(f) < 6 || len(g) < 3 {
 			continue
 		}
-		mp := unescape.Replace(f[4])
+		mp := fsutil.UnescapeMountPath(f[4])
 		if !within(path, mp) || (found && len(mp) < len(best)) {
 			continue
 		}
