@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,140 @@ func TestValidate(t *testing.T) {
 		if err := o.validate(); err == nil {
 			t.Errorf("%+v: no error", o)
 		}
+	}
+}
+
+func TestValidatePull(t *testing.T) {
+	base := func(runtime string, pull bool, images int) options {
+		return options{pods: 10, steady: time.Second, runtime: runtime, agents: []string{agentFull}, pull: pull, pullImages: images}
+	}
+	for _, tc := range []struct {
+		o    options
+		want string // "" for valid
+	}{
+		{o: base(runtimeContainerd, true, 1)},
+		{o: base(runtimeContainerd, true, 10)},
+		{o: base(runtimeFake, false, 1)},
+		{o: base(runtimeFake, true, 1), want: "--pull needs --runtime=containerd"},
+		{o: base(runtimeContainerd, true, 11), want: "--pull-images=11"},
+		{o: base(runtimeContainerd, true, 0), want: "--pull-images=0"},
+		{o: base(runtimeContainerd, false, 2), want: "needs --pull"},
+	} {
+		err := tc.o.validate()
+		if tc.want == "" && err != nil {
+			t.Errorf("%+v: %v", tc.o, err)
+		}
+		if tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v, want an error with %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+func TestBurstImages(t *testing.T) {
+	if got := burstImages(options{pullImages: 3}); len(got) != 1 || got[0] == "" || strings.HasPrefix(got[0], pullRegistry) {
+		t.Errorf("without --pull: %v, want the preloaded busybox only", got)
+	}
+	if got := burstImages(options{pull: true, pullImages: 1}); len(got) != 1 || !strings.HasPrefix(got[0], pullRegistry+"/") {
+		t.Errorf("--pull: %v, want one image of %s", got, pullRegistry)
+	}
+	got := burstImages(options{pull: true, pullImages: 3})
+	seen := map[string]bool{}
+	for _, ref := range got {
+		seen[ref] = strings.HasPrefix(ref, pullRegistry+"/")
+	}
+	if len(got) != 3 || len(seen) != 3 || !seen[got[0]] || !seen[got[2]] {
+		t.Errorf("--pull-images 3: %v, want 3 distinct images of %s", got, pullRegistry)
+	}
+}
+
+// TestPullFigures reads a registry access log and the events of an audit
+// log as a cold-cache burst leaves them.
+func TestPullFigures(t *testing.T) {
+	const node = "system:node:bench-node"
+	dir := t.TempDir()
+	access := func(method, path string, code int) string {
+		return fmt.Sprintf(`127.0.0.1 - - [03/Dec/2026:13:00:00 +0000] "%s %s HTTP/1.1" %d 527 "" "containerd/1.6.20"`, method, path, code)
+	}
+	reg := []string{
+		`time="2026-12-03T13:00:00Z" level=info msg="listening on 127.0.0.1:5000, tls"`,
+		access("HEAD", "/v2/bench/busybox/blobs/sha256:aa", 404), // Push
+		access("HEAD", "/v2/bench/busybox/manifests/1.0?ns=bench.nodekit.test", 200),
+		access("HEAD", "/v2/bench/busybox/manifests/1.0?ns=bench.nodekit.test", 200),
+		access("GET", "/v2/bench/busybox/manifests/sha256:bb?ns=bench.nodekit.test", 200),
+		access("GET", "/v2/bench/busybox/blobs/sha256:cc?ns=bench.nodekit.test", 200),
+		access("GET", "/v2/bench/busybox/blobs/sha256:dd?ns=bench.nodekit.test", 200),
+		access("GET", "/v2/bench/busybox/manifests/2.0?ns=bench.nodekit.test", 404), // not served
+	}
+	event := func(ms int, pod, reason, msg string) string {
+		return auditRef("ResponseComplete", node, "create", "events", "", "", ms, 201,
+			fmt.Sprintf(`{"involvedObject":{"kind":"Pod","name":%q},"reason":%q,"message":%q}`, pod, reason, msg))
+	}
+	audit := []string{
+		event(100, "bench-0", "Pulling", `Pulling image "bench.nodekit.test/bench/busybox:1.0"`),
+		event(150, "bench-1", "Pulling", `Pulling image "bench.nodekit.test/bench/busybox:1.0"`),
+		event(900, "bench-0", "Pulled", `Successfully pulled image "x" in 700ms (800ms including waiting). Image size: 1 bytes.`),
+		event(1100, "bench-1", "Pulled", `Successfully pulled image "x" in 1.2s (1.3s including waiting). Image size: 1 bytes.`),
+		event(1600, "bench-2", "Pulled", `Container image "x" already present on machine`),
+		event(1700, "bench-2", "Started", `Started container app`),
+		auditRef("ResponseComplete", "admin", "create", "events", "", "", 5000, 201, `{"involvedObject":{"kind":"Pod","name":"bench-3"},"reason":"Pulled","message":"not the agent"}`),
+	}
+	regLog, auditLog := filepath.Join(dir, "registry.log"), filepath.Join(dir, "audit.log")
+	for path, lines := range map[string][]string{regLog: reg, auditLog: audit} {
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := readPullFigures(auditLog, regLog, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.tagResolves != 2 || f.manifestGets != 1 || f.blobGets != 2 {
+		t.Errorf("registry: %d tag resolves, %d manifest GETs, %d blob GETs; want 2, 1, 2", f.tagResolves, f.manifestGets, f.blobGets)
+	}
+	if f.pulling != 2 || f.pulled != 2 || f.present != 1 {
+		t.Errorf("events: %d Pulling, %d pulled, %d present; want 2, 2, 1", f.pulling, f.pulled, f.present)
+	}
+	if f.span != 1500*time.Millisecond {
+		t.Errorf("first Pulling → last Pulled = %v, want 1.5s", f.span)
+	}
+	if !slices.Equal(f.took, []time.Duration{700 * time.Millisecond, 1200 * time.Millisecond}) || !slices.Equal(f.waited, []time.Duration{800 * time.Millisecond, 1300 * time.Millisecond}) {
+		t.Errorf("Pulled durations %v, including waiting %v", f.took, f.waited)
+	}
+	if _, err := readPullFigures(auditLog, filepath.Join(dir, "missing.log"), node); err == nil {
+		t.Error("no registry log: no error")
+	}
+}
+
+func TestReportPull(t *testing.T) {
+	res := func(agent string, f *pullFigures) *result {
+		return &result{agent: agent, allRunning: time.Second, steadyWindow: time.Minute, pull: f}
+	}
+	full := &pullFigures{tagResolves: 10, manifestGets: 10, blobGets: 20, pulling: 10, pulled: 10, span: 2 * time.Second,
+		took: []time.Duration{time.Second, 1500 * time.Millisecond, 1800 * time.Millisecond}, waited: []time.Duration{2 * time.Second}}
+	kube := &pullFigures{tagResolves: 5, manifestGets: 5, blobGets: 10, pulling: 5, pulled: 5, present: 5, span: 4 * time.Second}
+	results := []*result{res(agentFull, full), res(agentKubelet, kube)}
+	var b bytes.Buffer
+	o := options{pods: 10, runtime: runtimeContainerd, steady: time.Minute, pull: true, pullImages: 1}
+	printReport(&b, machine{}, o, "v1.37.2", results)
+	out := b.String()
+	for _, want := range []string{
+		"cold cache: pulled from a local registry",
+		"| pulls started at the registry (manifest requests by tag), 1 image(s) | 10 | 5 | 2.00 |",
+		"| registry blob GETs | 20 | 10 | 2.00 |",
+		"| Pulled events: already present | 0 | 5 | 0.00 |",
+		"| first Pulling → last Pulled event | 2.00 s | 4.00 s | 0.50 |",
+		"| pull time in Pulled events, median | 1.50 s | – | – |",
+		"| pull time in Pulled events, max | 1.80 s | – | – |",
+		"| pull time including waiting, max | 2.00 s | – | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	o.pull = false
+	printReport(&b, machine{}, o, "v1.37.2", results)
+	if out := b.String(); strings.Contains(out, "Pulling") || !strings.Contains(out, "image present") {
+		t.Errorf("report without --pull has pull rows or no 'image present':\n%s", out)
 	}
 }

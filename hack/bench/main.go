@@ -5,7 +5,7 @@
 // prints one Markdown table with each agent's ratio to kubelet per row,
 // under a description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep] [--pull [--pull-images 1]]
 //
 // It needs root. For each agent it starts a fresh private etcd +
 // kube-apiserver (internal/localcp, free loopback ports) and a fresh
@@ -20,6 +20,19 @@
 //     so what is measured is the agent's own pipeline. The agents publish
 //     the default-route interface's address as node IP (nobody dials it)
 //     and serve on 127.0.0.1 on a free port, kubelet's healthz off.
+//
+// --pull (containerd only) makes the cache cold: each run also starts a
+// local registry (internal/localregistry, TLS on loopback) next to its
+// containerd, pushes busybox to it under pullRegistry (burstImages),
+// points containerd's hosts for that name at it and nowhere else, imports
+// only the pause image, and checks through the CRI ImageStatus that no
+// burst image is present before the burst. The pods then pull (all the
+// same image, or spread over --pull-images repositories of the same
+// content). The report adds, per agent, the registry's answered manifest
+// requests by tag (pulls containerd started), manifest GETs and blob
+// GETs (from its access log), and the agent's Pulling and Pulled events
+// (from the audit log): how many, first Pulling → last Pulled, and the
+// pull times the Pulled messages quote.
 //
 // fullagent and kubelet run as child processes with the same
 // KubeletConfiguration (node name bench-node, --node-ip as above,
@@ -38,7 +51,8 @@
 // watch's share of every agent's.
 //
 // The workload: once the node is Ready, N busybox pods (`sleep 3600`,
-// imagePullPolicy IfNotPresent, image present, so nothing is pulled) are
+// imagePullPolicy IfNotPresent, image present, so nothing is pulled,
+// unless --pull) are
 // created at once, bound (spec.nodeName set; no scheduler runs).
 // Measured, per agent:
 //   - pod startup p50/p99: creation → Running as seen by a watch on the API
@@ -112,6 +126,11 @@ type options struct {
 	// containerd is the version each run's containerd is (localcri
 	// Containerd16 or Containerd2).
 	containerd string
+	// pull has the pods pull their image from a local registry into a
+	// containerd without it (--pull); pullImages is how many repositories
+	// (same content) the pods are spread over.
+	pull       bool
+	pullImages int
 }
 
 func main() {
@@ -126,6 +145,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for all pods to run")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (each agent's log, its heap profile at the end of the steady window, and the API server's audit log) and print its path")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
+	flag.BoolVar(&o.pull, "pull", false, "cold cache: the pods pull their image from a local registry into a containerd that lacks it (containerd runtime only)")
+	flag.IntVar(&o.pullImages, "pull-images", 1, "with --pull: distinct repositories (same content) the pods are spread over, so this many pulls")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -217,6 +238,9 @@ func (o *options) validate() error {
 	if len(o.agents) == 0 {
 		return errors.New("--agents is empty: want any of fullagent, kubelet and ideal")
 	}
+	if err := o.validatePull(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, a := range o.agents {
 		if a != agentFull && a != agentKubelet && a != agentIdeal {
@@ -226,6 +250,23 @@ func (o *options) validate() error {
 			return fmt.Errorf("--agents: %q given twice", a)
 		}
 		seen[a] = true
+	}
+	return nil
+}
+
+// validatePull checks --pull and --pull-images.
+func (o *options) validatePull() error {
+	if !o.pull {
+		if o.pullImages > 1 {
+			return fmt.Errorf("--pull-images=%d needs --pull", o.pullImages)
+		}
+		return nil
+	}
+	if o.runtime != runtimeContainerd {
+		return fmt.Errorf("--pull needs --runtime=containerd: the fake runtime pulls nothing (--runtime=%s)", o.runtime)
+	}
+	if o.pullImages < 1 || o.pullImages > o.pods {
+		return fmt.Errorf("--pull-images=%d: want 1 to --pods (%d)", o.pullImages, o.pods)
 	}
 	return nil
 }

@@ -17,17 +17,15 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-
-	"github.com/nodekit/nodekit/internal/localcri"
 )
 
-// burstPod is one pod of the burst: busybox sleeping, the image preloaded
-// in containerd and pulled only if not present (it always is).
-func burstPod(i int) *v1.Pod {
+// burstPod is one pod of the burst: busybox sleeping, pulled only if not
+// present (the preloaded image always is; with --pull none is at first).
+func burstPod(i int, image string) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-" + strconv.Itoa(i)},
 		Spec: v1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: new(int64), Containers: []v1.Container{{
-			Name: "app", Image: localcri.BusyboxImage, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
+			Name: "app", Image: image, ImagePullPolicy: v1.PullIfNotPresent, Command: []string{"sleep", "3600"},
 		}}},
 	}
 }
@@ -47,7 +45,7 @@ type podTimes struct {
 // and seen Running through a watch, and the time from the first creation
 // until all run. The watch is read while the pods are being created, so a
 // pod that runs before the last is created is timed when it runs.
-func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int, timeout time.Duration) (map[string]*podTimes, time.Duration, error) {
+func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int, images []string, timeout time.Duration) (map[string]*podTimes, time.Duration, error) {
 	pods := client.CoreV1().Pods("default")
 	list, err := pods.List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -61,7 +59,7 @@ func burst(ctx context.Context, client kubernetes.Interface, a *agentProc, n int
 	times := make(map[string]*podTimes, n)
 	start := time.Now()
 	for i := range n {
-		p := burstPod(i)
+		p := burstPod(i, images[i%len(images)])
 		times[p.Name] = &podTimes{created: time.Now()}
 		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return nil, 0, err

@@ -33,7 +33,9 @@ type benchNode struct {
 	healthz string
 	// runtime names the runtime and its version for the report.
 	runtime string
-	stop    func(context.Context) error
+	// registryLog is the local registry's access log with --pull, else "".
+	registryLog string
+	stop        func(context.Context) error
 }
 
 // startNode starts the run's runtime in dir. containerd: a private
@@ -66,6 +68,9 @@ func startNode(ctx context.Context, o options, dir string) (*benchNode, error) {
 		return &benchNode{endpoint: s.Endpoint, nodeIP: ip, address: "127.0.0.1", port: port,
 			runtime: "fake CRI (internal/fakecri: upstream's in-memory fakes over gRPC)", stop: stop}, nil
 	default:
+		if o.pull {
+			return startPullNode(ctx, o, dir)
+		}
 		cri, err := localcri.Start(ctx, localcri.Config{Dir: dir, Version: o.containerd})
 		if err != nil {
 			return nil, err

@@ -92,8 +92,12 @@ func printReport(w io.Writer, m machine, o options, kubeletVersion string, resul
 	if o.runtime == runtimeFake {
 		what = "on a fake CRI (nothing runs); fresh etcd + kube-apiserver and fake runtime per agent"
 	}
-	fmt.Fprintf(w, "Workload: %d busybox pods (`sleep 3600`, image present, imagePullPolicy IfNotPresent) created at once on a Ready node, "+
-		"%s; steady window %v, starting %v after the last pod runs\n\n", o.pods, what, o.steady, settleSteady)
+	image := "image present"
+	if o.pull {
+		image = fmt.Sprintf("cold cache: pulled from a local registry on loopback, %d image name(s), same content", o.pullImages)
+	}
+	fmt.Fprintf(w, "Workload: %d busybox pods (`sleep 3600`, %s, imagePullPolicy IfNotPresent) created at once on a Ready node, "+
+		"%s; steady window %v, starting %v after the last pod runs\n\n", o.pods, image, what, o.steady, settleSteady)
 
 	header := []string{"figure"}
 	for _, r := range results {
@@ -110,7 +114,11 @@ func printReport(w io.Writer, m machine, o options, kubeletVersion string, resul
 		}
 	}
 	table(w, header)
-	for _, rw := range rows(o) {
+	all := rows(o)
+	if o.pull {
+		all = append(all, pullRows(o)...)
+	}
+	for _, rw := range all {
 		cells := []string{rw.name}
 		for _, r := range results {
 			cells = append(cells, format(rw.value(r), rw.unit, rw.prec))

@@ -51,6 +51,8 @@ type result struct {
 	start            startBreakdown
 	// steadyCPU is the agent's CPU seconds in the steady window.
 	steadyCPU float64
+	// pull is what the registry and the events say of the pulls (--pull).
+	pull *pullFigures
 	// goroutines0 and goroutinesN are the agent's goroutines with 0 pods
 	// and at the end of the steady window; -1 when not read.
 	goroutines0, goroutinesN int
@@ -144,10 +146,16 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		return nil, err
 	}
 	r, err := measure(ctx, client, gr, a, audit, o)
-	if r != nil {
-		r.runtime = node.runtime
+	if err != nil {
+		return nil, err
 	}
-	return r, err
+	r.runtime = node.runtime
+	if node.registryLog != "" {
+		if r.pull, err = readPullFigures(audit, node.registryLog, "system:node:"+nodeName); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
 }
 
 // measure runs the burst and the steady window against a Ready node.
@@ -165,7 +173,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	cpu0 := cpuSeconds(pid)
 	logf("%s: creating %d pods", a.name, o.pods)
 	burstStart := time.Now()
-	times, total, err := burst(ctx, client, a, o.pods, o.timeout)
+	times, total, err := burst(ctx, client, a, o.pods, burstImages(o), o.timeout)
 	if err != nil {
 		return nil, err
 	}
