@@ -55,12 +55,14 @@
 // 1.6, the same busybox pod on both, 2026-12-03), every family and label
 // set kubelet serves for the root, kubepods, QoS, pod, sandbox and
 // container cgroups is served alike (TestCadvisorSideBySide in
-// examples/fullagent), with these differences. The block I/O series
-// above were not compared there (no cgroup in it did block I/O; they are
-// checked against fake cgroup files only). Not served:
+// examples/fullagent; its pod writes 20 MiB with O_DIRECT to an
+// emptyDir, so the block I/O families are compared too: under v1 on Linux
+// 6.18 the throttle counters count only below a throttle limit, which the
+// test sets, very high, on its cgroup root; without one kubelet serves
+// none of them for any cgroup), with these differences. Not served:
 // container_fs_io_cost_* (io.stat's cost.*, v2 with the iocost
-// controller only). ZFS usage comes from statfs, not libzfs. container_oom_events_total
-// counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
+// controller only). ZFS usage comes from statfs, not libzfs.
+// container_oom_events_total counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
 // events). The pressure (PSI, off by default) and per-CPU series and the
 // topology, NUMA and DIMM machine series are not served either.
 //
