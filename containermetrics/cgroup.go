@@ -87,6 +87,8 @@ type cgroupStats struct {
 	net []netDev
 	// fs are the machine's filesystems (root only).
 	fs []fsStat
+	// blkio are the cgroup's own block I/O counters (v1 blkio).
+	blkio blkioStats
 	// ulimits are the cgroup's root process's soft limits (root,
 	// containers and sandboxes only).
 	ulimits []ulimit

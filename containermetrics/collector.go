@@ -77,6 +77,9 @@ type Collector struct {
 	// (see loadPartitions); statfs reads their usage on each scrape.
 	parts  map[string]partition
 	statfs statfsFunc
+	// devName names the device numbers of the blkio counters, from the
+	// block devices listed once (RootDir/sys/block) and parts.
+	devName func(major, minor uint64) string
 }
 
 // New checks the cgroup hierarchy and reads the machine's description
@@ -109,6 +112,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	c := &Collector{cfg: cfg, h: h, parts: loadPartitions(cfg.ProcDir), statfs: realStatfs}
+	c.devName = deviceNamer(loadDiskNames(filepath.Join(cfg.RootDir, "sys")), c.parts)
 	c.boot = bootTime(cfg.ProcDir)
 	if c.machine, err = readMachine(cfg.ProcDir, cfg.RootDir, cfg.Clock.Now()); err != nil {
 		return nil, err
@@ -184,6 +188,11 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 			st.net = readNetDev(filepath.Join(c.cfg.ProcDir, "1", "net", "dev"))
 		case id.sandbox && len(st.procs) > 0:
 			st.net = readNetDev(filepath.Join(c.cfg.ProcDir, strconv.Itoa(st.procs[0]), "net", "dev"))
+		}
+		if c.h.unified {
+			st.blkio = readIoStatV2(c.h.dir("io", name), c.devName)
+		} else {
+			st.blkio = readBlkioV1(c.h.dir("blkio", name), c.devName)
 		}
 		if name == "/" {
 			st.fs = readFilesystems(s.ctx, c.parts, c.statfs, filepath.Join(c.cfg.ProcDir, "diskstats"))

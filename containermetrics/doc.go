@@ -21,6 +21,19 @@
 // the containers and sandboxes (their lowest pid, where cadvisor asks
 // containerd for the task's).
 //
+// Every cgroup that did block I/O also carries cadvisor's per-device
+// series of its own counters: container_blkio_device_usage_total (device,
+// major, minor, operation: each operation of the bytes file),
+// container_fs_reads_bytes_total and container_fs_writes_bytes_total, and
+// per-device samples of container_fs_reads_total, _writes_total and (where
+// the scheduler's files have them: BFQ debug or CFQ) the sector, merged,
+// service-time and queued series. Under v1 the blkio files are tried in
+// the order of the runtime's cgroup library (blkio.bfq.*, CFQ's
+// blkio.*_recursive, blkio.throttle.*_recursive, blkio.throttle.*);
+// under v2 io.stat's rbytes, wbytes, rios and wios. A device is named
+// /dev/NAME from RootDir/sys/block (read at start; loop, ram and sr left
+// out), else by the filesystem of that number, else "".
+//
 // It reads the cgroup files (v1 or v2) and /proc itself on each scrape;
 // the runtime (a PodLister, criruntime.Runtime) only names the cgroups.
 // It does not link github.com/google/cadvisor/lib, which upstream kubelet
@@ -42,14 +55,14 @@
 // 1.6, the same busybox pod on both, 2026-12-03), every family and label
 // set kubelet serves for the root, kubepods, QoS, pod, sandbox and
 // container cgroups is served alike (TestCadvisorSideBySide in
-// examples/fullagent), with these differences. Not served: the series
-// cadvisor takes from a cgroup's own block I/O counters (blkio or io.stat:
-// container_blkio_device_usage_total, container_fs_reads_bytes_total and
-// container_fs_writes_bytes_total, container_fs_io_cost_*, and the
-// per-disk samples of the other container_fs_* I/O series), which kubelet
-// serves only for cgroups that did block I/O (none in that comparison);
-// ZFS usage comes from statfs, not libzfs. container_oom_events_total
-// counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
+// examples/fullagent; its pod writes 20 MiB with O_DIRECT to an
+// emptyDir, so the block I/O families are compared too: under v1 on Linux
+// 6.18 the throttle counters count only below a throttle limit, which the
+// test sets, very high, on its cgroup root; without one kubelet serves
+// none of them for any cgroup), with these differences. Not served:
+// container_fs_io_cost_* (io.stat's cost.*, v2 with the iocost
+// controller only). ZFS usage comes from statfs, not libzfs.
+// container_oom_events_total counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
 // events). The pressure (PSI, off by default) and per-CPU series and the
 // topology, NUMA and DIMM machine series are not served either.
 //

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -245,8 +246,9 @@ func readFilesystems(ctx context.Context, parts map[string]partition, statfs sta
 func msAsCadvisorSeconds(v uint64) float64 { return float64(v) / float64(time.Second) }
 
 // fsSeries are cadvisor's DiskUsageMetrics and the filesystem part of its
-// DiskIOMetrics: served for the root cgroup, one sample per filesystem.
-// The per-cgroup blkio (DiskIo) part is not served: see doc.go.
+// DiskIOMetrics: one sample per filesystem for the root cgroup, after
+// (as cadvisor) one per device of the cgroup's own blkio counters, for
+// every cgroup that did block I/O (blkio.go).
 var fsSeries = func() []series {
 	var out []series
 	for _, f := range []struct {
@@ -273,11 +275,22 @@ var fsSeries = func() []series {
 		{"container_fs_io_time_weighted_seconds_total", "Cumulative weighted I/O time in seconds", true,
 			func(f *fsStat) float64 { return msAsCadvisorSeconds(f.disk.weightedIoTime) }},
 	} {
+		disks, op, conv := blkioOf(f.name)
 		out = append(out, series{name: f.name, help: f.help, counter: f.counter, extra: []string{"device"},
 			values: func(s *cgroupStats) []sample {
-				v := make([]sample, 0, len(s.fs))
+				var v []sample
+				if disks != nil {
+					v = blkioSamples(disks(&s.blkio), op, conv)
+				}
+				// A root whose blkio counters name a disk that is also a
+				// filesystem's device would repeat a label set, which
+				// the registry rejects; kubelet's handler then serves the
+				// first sample (the blkio one), and so is this.
+				seen := len(v)
 				for i := range s.fs {
-					v = append(v, sample{v: f.get(&s.fs[i]), labels: []string{s.fs[i].device}})
+					if !slices.ContainsFunc(v[:seen], func(x sample) bool { return x.labels[0] == s.fs[i].device }) {
+						v = append(v, sample{v: f.get(&s.fs[i]), labels: []string{s.fs[i].device}})
+					}
 				}
 				return v
 			}})

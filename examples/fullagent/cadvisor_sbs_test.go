@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,6 +35,9 @@ const cadvisorLinkedSocket = "/run/containerd/containerd.sock"
 // QoS, pod, sandbox and container cgroups is served by fullagent for the
 // same cgroups with the same label names, the container's label values
 // agree, and so do the root's block-device filesystems and their sizes.
+// The pod writes 20 MiB to an emptyDir with O_DIRECT, so the per-cgroup
+// block I/O families (container_fs_writes_bytes_total, ...) are compared
+// as well, and each agent must count those bytes for the container.
 // The kubelet's containerd is linked at cadvisor's fixed socket path for
 // the test (refused if something is there already).
 func TestCadvisorSideBySide(t *testing.T) {
@@ -59,9 +65,11 @@ func TestCadvisorSideBySide(t *testing.T) {
 		agenttest.UnmountBelowOnCleanup(t, dir)
 		root := filepath.Join(dir, "root")
 		gw := cri.Gateway.String()
+		cgRoot := agenttest.CgroupRoot(t)
+		a.blockIO = chargeBlockIO(t, cgRoot, dir)
 		conf := kubeletconf.Common(kubeletconf.Node{
 			PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
-			CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile, HealthzAddress: gw,
+			CgroupRoot: cgRoot, ClientCAFile: cp.CAFile, HealthzAddress: gw,
 		})
 		if a.name == "kubelet" {
 			conf += kubeletconf.KubeletOnly("")
@@ -77,9 +85,15 @@ func TestCadvisorSideBySide(t *testing.T) {
 	client := cp.AdminClient()
 	ctx := t.Context()
 	for _, a := range agents {
-		p := simplePod("cm-"+a.name, v1.RestartPolicyAlways, "while true; do :; done")
+		// 20 MiB of direct (unbuffered) writes to an emptyDir on the
+		// node's disk: under cgroup v1 only direct I/O is charged to the
+		// writer's blkio cgroup, so the block I/O series appear.
+		p := simplePod("cm-"+a.name, v1.RestartPolicyAlways,
+			"dd if=/dev/zero of=/scratch/f bs=1M count=20 oflag=direct && sync; while true; do :; done")
 		p.Namespace, p.Spec.NodeName = "default", a.node
 		p.Spec.Containers[0].Image = agenttest.BusyboxImage
+		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 120*time.Second, true, func(ctx context.Context) (bool, error) {
 			_, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{})
 			return err == nil, nil
@@ -109,10 +123,17 @@ func TestCadvisorSideBySide(t *testing.T) {
 			kinds[i], app[i] = cadvisorKinds(string(b), "cm-"+a.name)
 			pages[i] = string(b)
 		}
-		return app[0] != "" && len(kinds[0]["container_cpu_usage_seconds_total"]) == 6, nil
+		return app[0] != "" && len(kinds[0]["container_cpu_usage_seconds_total"]) == 6 &&
+			(!agents[0].blockIO || kinds[0]["container_fs_writes_bytes_total"]["container(device)"]), nil
 	})
 	if err != nil {
-		t.Fatalf("kubelet's /metrics/cadvisor never showed the pod's six cgroup kinds: %v", kinds[0]["container_cpu_usage_seconds_total"])
+		t.Fatalf("kubelet's /metrics/cadvisor never showed the pod's six cgroup kinds and the container's block I/O: %v, %v",
+			kinds[0]["container_cpu_usage_seconds_total"], kinds[0]["container_fs_writes_bytes_total"])
+	}
+	for i, a := range agents {
+		if w := containerWrites(pages[i], "cm-"+a.name); a.blockIO && w < 20<<20 {
+			t.Errorf("%s: the container's container_fs_writes_bytes_total sum to %v, want at least the 20 MiB dd wrote", a.name, w)
+		}
 	}
 	for fam, k := range kinds[0] {
 		if got := kinds[1][fam]; !maps.Equal(got, k) {
@@ -132,6 +153,49 @@ func TestCadvisorSideBySide(t *testing.T) {
 	if k, f := rootDiskLimits(pages[0]), rootDiskLimits(pages[1]); len(k) == 0 || !maps.Equal(k, f) {
 		t.Errorf("the root's container_fs_limit_bytes by disk: kubelet %v, fullagent %v", k, f)
 	}
+}
+
+// chargeBlockIO makes the kernel count block I/O in the blkio (v1)
+// counters of the cgroups below cgRoot on dir's disk: from Linux 6.x (seen
+// on 6.18) the v1 throttle counters count only below a throttle limit, so
+// it sets a write limit no one reaches (1 TiB/s). False where it cannot
+// (no v1 blkio, dir on a partition or no block device); v2's io.stat
+// counts without it (true).
+func chargeBlockIO(t *testing.T, cgRoot, dir string) bool {
+	t.Helper()
+	blkio := filepath.Join("/sys/fs/cgroup/blkio", cgRoot)
+	if _, err := os.Stat(blkio); err != nil {
+		_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+		return err == nil
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dir, &st); err != nil {
+		t.Logf("block I/O not checked: %v", err)
+		return false
+	}
+	dev := fmt.Sprintf("%d:%d", unix.Major(st.Dev), unix.Minor(st.Dev))
+	limit := dev + " 1099511627776"
+	if err := os.WriteFile(filepath.Join(blkio, "blkio.throttle.write_bps_device"), []byte(limit), 0o644); err != nil {
+		t.Logf("block I/O not checked: limit %s: %v", dev, err)
+		return false
+	}
+	return true
+}
+
+// containerWrites sums pod's app container's container_fs_writes_bytes_total
+// over its devices on a /metrics/cadvisor page.
+func containerWrites(page, pod string) float64 {
+	var sum float64
+	for _, line := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(line, "container_fs_writes_bytes_total{") || !strings.Contains(line, `container="app"`) ||
+			!strings.Contains(line, `pod="`+pod+`"`) {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // rootDiskLimits reads the root cgroup's container_fs_limit_bytes of the

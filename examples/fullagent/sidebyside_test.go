@@ -105,6 +105,8 @@ func sbsCases() []sbsCase {
 type sbsAgent struct {
 	name, node string
 	proc       *agentProcess
+	// blockIO: the agent's cgroups count block I/O (see chargeBlockIO).
+	blockIO bool
 }
 
 func (a *sbsAgent) podName(c sbsCase) string { return a.name + "-" + c.pod().Name }
