@@ -63,8 +63,10 @@
 // container_fs_io_cost_* (io.stat's cost.*, v2 with the iocost
 // controller only). ZFS usage comes from statfs, not libzfs.
 // container_oom_events_total counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
-// events). The pressure (PSI, off by default) and per-CPU series and the
-// topology, NUMA and DIMM machine series are not served either.
+// events). Not served either: the pressure series (container_pressure_*,
+// from cgroup v2's PSI files: KubeletPSI is GA in v1.37, so kubelet serves
+// them on cgroup v2 hosts; this machine's v1 has none to compare), the
+// per-CPU series and the topology, NUMA and DIMM machine series.
 //
 // Usage:
 //
