@@ -19,6 +19,8 @@ import (
 type hierarchy struct {
 	root    string // /sys/fs/cgroup
 	unified bool
+	// psi: the unified hierarchy has pressure files (psiEnabled).
+	psi bool
 }
 
 // detectHierarchy reads root: a cgroup.controllers file at the root means
@@ -27,7 +29,7 @@ type hierarchy struct {
 // does.
 func detectHierarchy(root string) (hierarchy, error) {
 	if _, err := os.Stat(filepath.Join(root, "cgroup.controllers")); err == nil {
-		return hierarchy{root: root, unified: true}, nil
+		return hierarchy{root: root, unified: true, psi: psiEnabled(root)}, nil
 	}
 	if _, err := os.Stat(filepath.Join(root, "memory")); err != nil {
 		return hierarchy{}, fmt.Errorf("containermetrics: no cgroup v2 or v1 memory controller under %s: %w", root, err)
@@ -92,6 +94,9 @@ type cgroupStats struct {
 	// ulimits are the cgroup's root process's soft limits (root,
 	// containers and sandboxes only).
 	ulimits []ulimit
+	// pressure is the cgroup's PSI (v2 with PSI enabled only; nil
+	// otherwise).
+	pressure *pressure
 }
 
 // read reads cgroup name in every controller. A controller whose
@@ -198,6 +203,9 @@ func (h hierarchy) readV1(name string, s *cgroupStats) {
 
 func (h hierarchy) readV2(name string, s *cgroupStats) {
 	d := h.dir("", name)
+	if h.psi {
+		s.pressure = readPressure(d)
+	}
 	if fileExists(filepath.Join(d, "cpu.stat")) {
 		st := readFlatKeyed(d, "cpu.stat")
 		s.cpuTotal, s.cpuUser, s.cpuSys = st["usage_usec"]*1000, st["user_usec"]*1000, st["system_usec"]*1000

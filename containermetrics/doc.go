@@ -63,10 +63,19 @@
 // container_fs_io_cost_* (io.stat's cost.*, v2 with the iocost
 // controller only). ZFS usage comes from statfs, not libzfs.
 // container_oom_events_total counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
-// events). Not served either: the pressure series (container_pressure_*,
-// from cgroup v2's PSI files: KubeletPSI is GA in v1.37, so kubelet serves
-// them on cgroup v2 hosts; this machine's v1 has none to compare), the
-// per-CPU series and the topology, NUMA and DIMM machine series.
+// events). Not served either, as kubelet does not serve them: the per-CPU
+// series and the topology and NUMA machine series.
+//
+// The pressure series (container_pressure_{cpu,memory,io}_{waiting,
+// stalled}_seconds_total: the some and full totals of cpu.pressure,
+// memory.pressure and io.pressure, in seconds) are served for every cgroup
+// when the hierarchy is cgroup v2 and its root has cpu.pressure, which is
+// kubelet v1.37's test (KubeletPSI is GA); a missing file gives zeros, as
+// cadvisor. Under cgroup v1 neither agent serves them, even where a hybrid
+// /sys/fs/cgroup/unified has pressure files (this machine's case): kubelet
+// looks only at /sys/fs/cgroup/cpu.pressure. They are tested against a
+// real cgroup in such a unified hierarchy (TestPressureSeriesRealCgroup),
+// not beside kubelet, which this machine cannot show them.
 //
 // Usage:
 //

@@ -223,7 +223,7 @@ func (c *Collector) emit(ch chan<- prometheus.Metric, cgroup string, id identity
 	stamped("container_health_state", "The result of the container's health check", prometheus.GaugeValue, nil, sample{v: -1})
 	// fsSeries and ulimitSeries give samples only for the cgroups read
 	// for them (see Collect).
-	families := [][]series{cpuSeries, memorySeries, memoryV2Series, processSeries, ulimitSeries, oomSeries, fsSeries, blkioSeries}
+	families := [][]series{cpuSeries, memorySeries, memoryV2Series, processSeries, ulimitSeries, oomSeries, fsSeries, blkioSeries, pressureSeries}
 	if cgroup == "/" || id.sandbox {
 		families = append(families, networkSeries)
 	}
