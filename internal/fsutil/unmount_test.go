@@ -1,12 +1,15 @@
 package fsutil
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 func TestUnescapeMount(t *testing.T) {
@@ -22,7 +25,7 @@ func TestUnescapeMount(t *testing.T) {
 // first; a mount beside dir with a common prefix is left alone. Root only.
 func TestUnmountBelow(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount")
+		itest.Require(t, "root (to mount)", errors.New("not root"))
 	}
 	base := t.TempDir()
 	dir := filepath.Join(base, "root")

@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
+	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -45,9 +46,7 @@ func TestMain(m *testing.M) {
 
 func startDriver(t *testing.T, o csitest.Options) *csitest.Process {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts the CSI test driver process")
-	}
+	itest.Short(t, "the CSI test driver process")
 	bin, err := driverBin()
 	if err != nil {
 		t.Fatal(err)
