@@ -1,7 +1,6 @@
 package containermetrics
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -126,18 +125,13 @@ func TestReadPSIMalformed(t *testing.T) {
 // /sys/fs/cgroup/unified (which has the pressure files, though kubelet
 // looks only at /sys/fs/cgroup).
 func cgroup2Mount() (string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMountinfo("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		for i, fl := range fields {
-			if fl == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && psiEnabled(fields[4]) {
-				return fields[4], nil
-			}
+	for _, m := range mounts {
+		if m.fsType == "cgroup2" && psiEnabled(m.mountpoint) {
+			return m.mountpoint, nil
 		}
 	}
 	return "", errors.New("no cgroup2 mount with cpu.pressure in /proc/self/mountinfo")
