@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nodekit's local node environment needs:
-# containerd, runc, the CNI plugins, busybox (static, for the test images),
+# containerd, runc, the CNI plugins, busybox-static (cgroupmgr's runc test
+# and the image builder's unit tests; the test images use the upstream
+# busybox hack/build-busybox.sh builds),
 # umoci, iptables and etcd, the tools the local agnhost image copies
 # from the machine (curl, netcat-openbsd), systemd and dbus-daemon for
 # the tests' private systemd, and libseccomp-dev and
