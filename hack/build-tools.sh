@@ -12,11 +12,14 @@
 #                                    `containerd2` (containerd 2, its shim
 #                                    and runc: hack/build-containerd2.sh) or
 #                                    `registry` (the distribution registry:
-#                                    hack/build-registry.sh)
+#                                    hack/build-registry.sh) or `busybox`
+#                                    (upstream busybox, static, C:
+#                                    hack/build-busybox.sh)
 #
 # With no argument or "conformance" it also builds containerd2 into
-# _output/bin/containerd2, for the test pass on containerd 2, and the
-# registry into _output/bin/registry, for the tests that pull images.
+# _output/bin/containerd2, for the test pass on containerd 2, the
+# registry into _output/bin/registry, for the tests that pull images, and
+# busybox into _output/bin/busybox, for the local test images.
 #
 # Built binaries are also kept in a machine-wide cache ($NODEKIT_CACHE,
 # default /var/cache/nodekit) so a fresh clone on the same machine does not
@@ -73,10 +76,12 @@ defaults=(kube-apiserver kube-controller-manager kube-scheduler agnhost kubelet)
 names=()
 containerd2=
 registry=
+busybox=
 if [ $# -eq 0 ]; then
   names=("${defaults[@]}")
   containerd2=1
   registry=1
+  busybox=1
 fi
 for arg in "$@"; do
   case $arg in
@@ -84,12 +89,14 @@ for arg in "$@"; do
     names+=("${defaults[@]}" ginkgo e2e.test)
     containerd2=1
     registry=1
+    busybox=1
     ;;
   containerd2) containerd2=1 ;;
   registry) registry=1 ;;
+  busybox) busybox=1 ;;
   *)
     if ! pkg_of "$arg" >/dev/null; then
-      echo "build-tools: unknown binary $arg (known: ${defaults[*]} ginkgo e2e.test containerd2 registry, or conformance)" >&2
+      echo "build-tools: unknown binary $arg (known: ${defaults[*]} ginkgo e2e.test containerd2 registry busybox, or conformance)" >&2
       exit 2
     fi
     names+=("$arg")
@@ -105,4 +112,7 @@ if [ -n "$containerd2" ]; then
 fi
 if [ -n "$registry" ]; then
   bash hack/build-registry.sh
+fi
+if [ -n "$busybox" ]; then
+  bash hack/build-busybox.sh
 fi

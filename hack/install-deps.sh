@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages nodekit's local node environment needs:
-# containerd, runc, the CNI plugins, busybox (static, for the test images),
+# containerd, runc, the CNI plugins, busybox-static (cgroupmgr's runc test
+# and the image builder's unit tests; the test images use the upstream
+# busybox hack/build-busybox.sh builds),
 # umoci, iptables and etcd, the tools the local agnhost image copies
 # from the machine (curl, netcat-openbsd), systemd and dbus-daemon for
 # the tests' private systemd, and libseccomp-dev and
-# pkg-config for the runc that hack/build-containerd2.sh builds.
+# pkg-config for the runc that hack/build-containerd2.sh builds, gcc,
+# make, bzip2 and libc6-dev for the busybox hack/build-busybox.sh builds.
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -31,6 +34,12 @@ have nsenter || need+=(util-linux)
 # runc for containerd 2 (hack/build-containerd2.sh) builds with seccomp.
 have pkg-config || need+=(pkg-config)
 [ -f /usr/include/seccomp.h ] || need+=(libseccomp-dev)
+# hack/build-busybox.sh compiles upstream busybox static: a C toolchain,
+# the static C library and bzip2 for the tarball.
+have gcc || need+=(gcc)
+have make || need+=(make)
+have bzip2 || need+=(bzip2)
+[ -f /usr/include/stdio.h ] && [ -f "$(gcc -print-file-name=libc.a 2>/dev/null)" ] || need+=(libc6-dev)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-deps: all packages present"

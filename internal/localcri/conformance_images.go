@@ -23,8 +23,9 @@ const (
 	// the AllowPrivilegeEscalation specs read it.
 	NonewprivsImage = "registry.k8s.io/e2e-test-images/nonewprivs:1.4"
 	// NginxImage serves HTTP on port 80 (busybox httpd) from
-	// /usr/share/nginx/html, with the busybox shell and tools beside it:
-	// the specs that switch a pod to nginx still run their own command.
+	// /usr/share/nginx/html, with the busybox shell (ash, as in upstream's
+	// Alpine-based nginx image) and tools beside it: the specs that switch
+	// a pod to nginx still run their own command.
 	NginxImage    = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
 	NginxNewImage = "registry.k8s.io/e2e-test-images/nginx:1.28.0-2"
 )
@@ -46,7 +47,7 @@ func main() { fmt.Printf("Effective uid: %d\n", os.Geteuid()) }
 // conformanceSpecs returns the specs of the conformance-only images. The
 // nonewprivs program is compiled into work (the builder's directory) when
 // that image is built, not before.
-func conformanceSpecs(ctx context.Context, work func() (string, error), withShell func([]fileEntry) func(context.Context) ([]fileEntry, error), shellInputs []string) ([]imageSpec, error) {
+func conformanceSpecs(ctx context.Context, work func() (string, error)) ([]imageSpec, error) {
 	goVersion, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
 	if err != nil {
 		return nil, fmt.Errorf("the nonewprivs image needs the go command: %w", err)
@@ -75,8 +76,8 @@ func conformanceSpecs(ctx context.Context, work func() (string, error), withShel
 		{
 			name: ImageNginx, tags: []string{NginxImage, NginxNewImage},
 			entrypoint: []string{"httpd", "-f", "-p", "80", "-h", "/usr/share/nginx/html"},
-			extra:      withShell(nginxHTML),
-			inputs:     append([]string{"nginx/v1"}, shellInputs...),
+			extra:      func(context.Context) ([]fileEntry, error) { return nginxHTML, nil },
+			inputs:     []string{"nginx/v2"},
 		},
 	}, nil
 }

@@ -184,6 +184,38 @@ func runPod(ctx context.Context, t *testing.T, c *Containerd, command string) (s
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	id, code, out := runOnce(ctx, t, c, cli, ctrSpec{image: BusyboxImage, command: []string{"sh", "-c", command}})
+	if code != 0 {
+		t.Fatalf("container exited %d: %q", code, out)
+	}
+	want := strings.TrimPrefix(command, "echo ")
+	if !strings.Contains(out, want) {
+		t.Errorf("log %q lacks %q", out, want)
+	}
+	pst, err := cli.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		t.Fatalf("PodSandboxStatus: %v", err)
+	}
+	ip := pst.GetStatus().GetNetwork().GetIp()
+	if parsed := net.ParseIP(ip); parsed == nil || !c.Subnet.Contains(parsed) {
+		t.Errorf("sandbox IP %q is not in %s", ip, c.Subnet)
+	}
+	return id, ip
+}
+
+// ctrSpec is a container runOnce runs.
+type ctrSpec struct {
+	image    string
+	command  []string
+	env      []*runtimeapi.KeyValue
+	readOnly bool // readOnlyRootFilesystem
+}
+
+// runOnce runs s in a new sandbox of c and waits for it to exit; it
+// returns the sandbox id, the exit code and what the container wrote
+// (stdout and stderr, from its CRI log).
+func runOnce(ctx context.Context, t *testing.T, c *Containerd, cli *criClient, s ctrSpec) (string, int32, string) {
+	t.Helper()
 	logDir := filepath.Join(c.Dir, "pod-logs", fmt.Sprint(time.Now().UnixNano()))
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -203,9 +235,13 @@ func runPod(ctx context.Context, t *testing.T, c *Containerd, command string) (s
 		PodSandboxId: id,
 		Config: &runtimeapi.ContainerConfig{
 			Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
-			Image:    &runtimeapi.ImageSpec{Image: BusyboxImage},
-			Command:  []string{"sh", "-c", command},
+			Image:    &runtimeapi.ImageSpec{Image: s.image},
+			Command:  s.command,
+			Envs:     s.env,
 			LogPath:  "c.log",
+			Linux: &runtimeapi.LinuxContainerConfig{
+				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: s.readOnly},
+			},
 		},
 		SandboxConfig: sbCfg,
 	})
@@ -215,20 +251,29 @@ func runPod(ctx context.Context, t *testing.T, c *Containerd, command string) (s
 	if _, err := cli.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
+	code := waitExited(ctx, t, cli, ctr.GetContainerId())
+	data, err := os.ReadFile(filepath.Join(logDir, "c.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, code, criLogText(string(data))
+}
+
+// waitExited waits up to a minute for a container to exit and returns its
+// exit code.
+func waitExited(ctx context.Context, t *testing.T, cli *criClient, id string) int32 {
+	t.Helper()
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		st, err := cli.runtime.ContainerStatus(wctx, &runtimeapi.ContainerStatusRequest{ContainerId: ctr.GetContainerId()})
+		st, err := cli.runtime.ContainerStatus(wctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
 			t.Fatalf("ContainerStatus: %v", err)
 		}
 		if st.GetStatus().GetState() == runtimeapi.ContainerState_CONTAINER_EXITED {
-			if code := st.GetStatus().GetExitCode(); code != 0 {
-				t.Fatalf("container exited %d", code)
-			}
-			break
+			return st.GetStatus().GetExitCode()
 		}
 		select {
 		case <-wctx.Done():
@@ -236,21 +281,23 @@ func runPod(ctx context.Context, t *testing.T, c *Containerd, command string) (s
 		case <-tick.C:
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(logDir, "c.log"))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// criLogText is the text of a CRI log file ("<time> <stream> <P|F> <text>"
+// lines; P is a partial line).
+func criLogText(log string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) < 3 {
+			continue
+		}
+		if len(f) == 4 {
+			b.WriteString(f[3])
+		}
+		if f[2] == "F" {
+			b.WriteString("\n")
+		}
 	}
-	want := strings.TrimPrefix(command, "echo ")
-	if !strings.Contains(string(data), want) {
-		t.Errorf("log %q lacks %q", data, want)
-	}
-	pst, err := cli.runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
-	if err != nil {
-		t.Fatalf("PodSandboxStatus: %v", err)
-	}
-	ip := pst.GetStatus().GetNetwork().GetIp()
-	if parsed := net.ParseIP(ip); parsed == nil || !c.Subnet.Contains(parsed) {
-		t.Errorf("sandbox IP %q is not in %s", ip, c.Subnet)
-	}
-	return id, ip
+	return b.String()
 }

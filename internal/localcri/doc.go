@@ -25,14 +25,18 @@
 // It also builds the images upstream node tests use (busybox, pause and
 // agnhost) as OCI image layout tarballs, in Go and deterministically, caches
 // them in Config.ImageCache and imports them at start; no registry is
-// needed. The agnhost image needs a static agnhost binary in Config.BinDir
-// and is left out, with a logged warning, without one. Like upstream's
-// agnhost image it carries bash, curl, iproute2's ip and netcat, copied
-// from this machine with the shared libraries ldd names.
+// needed. Their busybox is Config.BinDir/busybox, upstream busybox built
+// static by hack/build-busybox.sh (hack/build-tools.sh busybox); without it
+// Start fails and names that command. /bin/sh is busybox's ash in every
+// image but agnhost. The agnhost image needs a static agnhost binary in
+// Config.BinDir and is left out, with a logged warning, without one. Like
+// upstream's agnhost image it carries bash (its /bin/sh), curl, iproute2's
+// ip and netcat, copied from this machine with the shared libraries ldd
+// names.
 //
 // What it does not own or do: it installs and builds nothing (containerd,
-// runc, busybox-static, iptables and the CNI plugins in /usr/lib/cni must
-// be there; containerd 2 must have been built), pulls nothing, never masquerades pod traffic, and does not undo
+// runc, iptables and the CNI plugins in /usr/lib/cni must
+// be there; containerd 2 and busybox must have been built), pulls nothing, never masquerades pod traffic, and does not undo
 // host-wide settings the CNI plugins make (the bridge plugin turns on
 // net.ipv4.ip_forward; libcni keeps its result cache in /var/lib/cni while
 // a pod exists). Container cgroups go under the cgroupfs parent the CRI

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -30,36 +31,20 @@ var agnhostTools = []hostTool{
 	{"/bin/nc.openbsd", "usr/bin/nc"},
 }
 
-// shellTools make /bin/sh bash in the images tests run commands in
-// (busybox, nonroot, glibc-dns-testing, agnhost). Debian's busybox-static
-// shell runs its own applets before looking at PATH, so an image's nc or
-// ip would never be used, and it drops environment variables whose names
-// are not shell identifiers (envFrom keys such as data-1), which upstream's
-// images pass on; bash does neither.
-var shellTools = []hostTool{{"/usr/bin/bash", "bin/bash"}}
-
-// shellLayer is bash with its libraries and /bin/sh pointing at it; empty
-// (busybox's sh stays) where the machine has no bash.
-func shellLayer(ctx context.Context) ([]fileEntry, []string, error) {
-	entries, inputs, skipped, err := hostToolsLayer(ctx, shellTools)
-	if err != nil || len(skipped) > 0 {
-		return nil, nil, err
-	}
-	return append(entries, shellLink()...), inputs, nil
-}
-
-// shellLink points /bin/sh at bash; it goes in a layer that has bash.
-func shellLink() []fileEntry {
-	if _, err := os.Stat(shellTools[0].host); err != nil {
+// bashAsSh points /bin/sh at the bash agnhostTools put in the agnhost
+// image (upstream's agnhost image is Debian-based, its sh is bash); none
+// when this machine has no bash (skipped names it), and busybox's ash stays.
+func bashAsSh(skipped []string) []fileEntry {
+	if slices.Contains(skipped, agnhostTools[0].host) {
 		return nil
 	}
 	return []fileEntry{symlink("bin/sh", "bash")}
 }
 
-// shellMarker goes into the cache key of images whose layer ends with
-// shellLink, so images cached before it are rebuilt.
-func shellMarker() []string {
-	if len(shellLink()) == 0 {
+// bashAsShMarker goes into the agnhost image's cache key when bashAsSh
+// adds the link.
+func bashAsShMarker(skipped []string) []string {
+	if len(bashAsSh(skipped)) == 0 {
 		return nil
 	}
 	return []string{"bin/sh=bash"}

@@ -46,7 +46,7 @@ const (
 
 // imageFormat is part of every cache key: bump it whenever the builder
 // changes what it writes.
-const imageFormat = "nodekit-localcri-images/v1"
+const imageFormat = "nodekit-localcri-images/v2"
 
 // ImageTar is one OCI image layout tarball built by BuildImages.
 type ImageTar struct {
@@ -97,7 +97,7 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 	}
 	defer unlock()
 
-	busybox, err := findBusybox()
+	busybox, err := findBusybox(binDir)
 	if err != nil {
 		return nil, fmt.Errorf("build images: %w", err)
 	}
@@ -112,30 +112,19 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 	base := baseLayer(busybox, applets)
 	baseInputs := append([]string{imageFormat, runtime.GOARCH, busyboxSum}, applets...)
 
-	shell, shellInputs, err := shellLayer(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("build images: %w", err)
-	}
-	withShell := func(more []fileEntry) func(context.Context) ([]fileEntry, error) {
-		return func(context.Context) ([]fileEntry, error) {
-			return append(append([]fileEntry{}, shell...), more...), nil
-		}
-	}
+	// /bin/sh is busybox's ash in every image but agnhost, as in upstream's
+	// busybox-based and Alpine-based images.
 	specs := []imageSpec{
 		{
-			name:   ImageBusybox,
-			tags:   []string{BusyboxImage, "docker.io/library/busybox:latest", "docker.io/library/busybox:1.36"},
-			cmd:    []string{"sh"},
-			extra:  withShell(nil),
-			inputs: shellInputs,
+			name: ImageBusybox,
+			tags: []string{BusyboxImage, "docker.io/library/busybox:latest", "docker.io/library/busybox:1.36"},
+			cmd:  []string{"sh"},
 		},
 		{
-			name:   ImageNonRoot,
-			tags:   []string{NonRootImage},
-			cmd:    []string{"sh"},
-			user:   "1234",
-			extra:  withShell(nil),
-			inputs: shellInputs,
+			name: ImageNonRoot,
+			tags: []string{NonRootImage},
+			cmd:  []string{"sh"},
+			user: "1234",
 		},
 		{
 			name: ImagePause,
@@ -145,13 +134,13 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 			entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 2147483647 & wait $!; done"},
 		},
 	}
-	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, append(glibcDNSTools, shellTools...)); err != nil {
+	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, glibcDNSTools); err != nil {
 		return nil, fmt.Errorf("build images: glibc-dns-testing tools: %w", err)
 	} else if len(skipped) == 0 {
 		specs = append(specs, imageSpec{
 			name: ImageGlibcDNS, tags: []string{GlibcDNSImage}, cmd: []string{"sh"},
-			extra:  func(context.Context) ([]fileEntry, error) { return append(tools, shellLink()...), nil },
-			inputs: append(toolInputs, shellMarker()...),
+			extra:  func(context.Context) ([]fileEntry, error) { return tools, nil },
+			inputs: toolInputs,
 		})
 	}
 	agnhost, err := findAgnhost(binDir)
@@ -176,16 +165,16 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 			cmd:        []string{"pause"},
 			extra: func(context.Context) ([]fileEntry, error) {
 				l, err := agnhostLayer(agnhost)
-				return append(append(l, tools...), shellLink()...), err
+				return append(append(l, tools...), bashAsSh(skipped)...), err
 			},
-			inputs: append(append([]string{agnhostSum}, toolInputs...), shellMarker()...),
+			inputs: append(append([]string{agnhostSum}, toolInputs...), bashAsShMarker(skipped)...),
 		})
 	}
 
 	b := &builder{cacheDir: cacheDir, base: base}
 	defer b.cleanup()
 	if conformance {
-		more, err := conformanceSpecs(ctx, b.workDir, withShell, shellInputs)
+		more, err := conformanceSpecs(ctx, b.workDir)
 		if err != nil {
 			return nil, fmt.Errorf("build images: %w", err)
 		}
@@ -402,18 +391,20 @@ func fileDigest(path string) (string, error) {
 	return digestOf(h), nil
 }
 
-// findBusybox returns a static busybox binary.
-func findBusybox() (string, error) {
-	p, err := exec.LookPath("busybox")
-	if err != nil {
-		p = "/usr/bin/busybox"
+// findBusybox returns binDir/busybox, the static upstream busybox
+// hack/build-busybox.sh builds: Debian's busybox-static is not used, its
+// ash drops environment variables whose names are not identifiers and
+// prefers its applets to the PATH.
+func findBusybox(binDir string) (string, error) {
+	if binDir == "" {
+		return "", errors.New("no bin dir for busybox (set NODEKIT_BIN_DIR or run inside the nodekit module)")
 	}
-	p, err = filepath.EvalSymlinks(p)
-	if err != nil {
-		return "", fmt.Errorf("busybox not found (install busybox-static): %w", err)
+	p := filepath.Join(binDir, "busybox")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("busybox binary (build it with hack/build-tools.sh busybox): %w", err)
 	}
 	if err := checkStatic(p); err != nil {
-		return "", fmt.Errorf("busybox: %w (install busybox-static)", err)
+		return "", fmt.Errorf("busybox: %w (build it with hack/build-tools.sh busybox)", err)
 	}
 	return p, nil
 }

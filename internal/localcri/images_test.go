@@ -17,23 +17,92 @@ import (
 	"k8s.io/klog/v2/ktesting"
 )
 
-// fakeBinDir holds a static binary named agnhost (busybox: the builder only
-// checks that it is static).
+// testBusybox returns a static busybox for the image builder's unit
+// tests: the built one in the bin dir, else the machine's busybox-static
+// (what the layout tests check does not depend on which busybox it is).
+func testBusybox(t *testing.T) string {
+	t.Helper()
+	if bb, err := findBusybox(resolveBinDir("")); err == nil {
+		return bb
+	}
+	p, err := exec.LookPath("busybox")
+	if err == nil {
+		p, err = filepath.EvalSymlinks(p)
+	}
+	if err == nil {
+		err = checkStatic(p)
+	}
+	if err != nil {
+		t.Skipf("no static busybox (hack/build-tools.sh busybox, or busybox-static): %v", err)
+	}
+	return p
+}
+
+// fakeBinDir holds busybox and a static binary named agnhost (busybox
+// again: the builder only checks that it is static).
 func fakeBinDir(t *testing.T) string {
 	t.Helper()
-	bb, err := findBusybox()
-	if err != nil {
-		t.Skipf("no static busybox: %v", err)
-	}
-	dir := t.TempDir()
-	data, err := os.ReadFile(bb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "agnhost"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := binDirWith(t, testBusybox(t))
+	copyFile(t, filepath.Join(dir, "busybox"), filepath.Join(dir, "agnhost"))
 	return dir
+}
+
+// binDirWith is a temporary bin dir holding a copy of busybox.
+func binDirWith(t *testing.T, busybox string) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyFile(t, busybox, filepath.Join(dir, "busybox"))
+	return dir
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Without bin/busybox BuildImages fails and names the build command.
+func TestBuildImagesWithoutBusybox(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	_, err := BuildImages(ctx, t.TempDir(), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "hack/build-tools.sh busybox") {
+		t.Fatalf("BuildImages without busybox: err = %v, want one naming hack/build-tools.sh busybox", err)
+	}
+}
+
+// Another busybox gives the images another cache key: they are rebuilt.
+func TestBuildImagesRebuildsForAnotherBusybox(t *testing.T) {
+	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
+	bin := binDirWith(t, testBusybox(t))
+	cache := t.TempDir()
+	a, err := BuildImages(ctx, cache, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(bin, "busybox"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write([]byte{0}); err != nil { // still a static ELF, another digest
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := BuildImages(ctx, cache, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i].Name == b[i].Name && a[i].Manifest == b[i].Manifest {
+			t.Errorf("image %s: same manifest %s from another busybox", a[i].Name, a[i].Manifest)
+		}
+	}
 }
 
 func TestBuildImagesDeterministic(t *testing.T) {
@@ -75,10 +144,7 @@ func TestBuildImagesDeterministic(t *testing.T) {
 
 func TestBuildImagesWithoutAgnhost(t *testing.T) {
 	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
-	if _, err := findBusybox(); err != nil {
-		t.Skipf("no static busybox: %v", err)
-	}
-	images, err := BuildImages(ctx, t.TempDir(), t.TempDir())
+	images, err := BuildImages(ctx, t.TempDir(), binDirWith(t, testBusybox(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +182,14 @@ func TestImageContents(t *testing.T) {
 		if h := files["tmp/"]; h != nil && h.Mode&0o7777 != 0o1777 {
 			t.Errorf("%s: /tmp mode = %o", it.Name, h.Mode)
 		}
-		wantSh := "busybox"
-		if _, err := os.Stat(shellTools[0].host); err == nil && it.Name != ImagePause {
-			wantSh = "bash" // see shellTools
+		wantSh := "busybox" // ash, as in upstream's busybox and Alpine images
+		if _, err := os.Stat(agnhostTools[0].host); err == nil && it.Name == ImageAgnhost {
+			wantSh = "bash" // see bashAsSh
 			if h := files["bin/bash"]; h == nil || h.Typeflag != tar.TypeReg {
 				t.Errorf("%s: /bin/bash = %+v", it.Name, h)
 			}
+		} else if _, ok := files["bin/bash"]; ok {
+			t.Errorf("%s: has /bin/bash, want busybox alone", it.Name)
 		}
 		if h := files["bin/sh"]; h != nil && (h.Typeflag != tar.TypeSymlink || h.Linkname != wantSh) {
 			t.Errorf("%s: /bin/sh = %+v, want a link to %s", it.Name, h, wantSh)
