@@ -161,6 +161,29 @@ func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *
 		f.pods[pod.UID] = p
 	}
 	a := req.Actions
+	f.killForSyncLocked(p, a, res)
+	res.SandboxID = f.sandboxForSyncLocked(p, pod, a, res)
+	if len(p.sandboxes) > 0 {
+		res.PodIPs = p.sandboxes[0].IPs
+	}
+	for _, i := range a.InitContainersToStart {
+		c := &pod.Spec.InitContainers[i]
+		err := f.startContainerLocked(ctx, req, p, res, c, nodekit.ActionInitContainer)
+		res.Add(nodekit.ActionInitContainer, c.Name, err)
+		if err != nil {
+			return res
+		}
+	}
+	for _, i := range a.ContainersToStart {
+		c := &pod.Spec.Containers[i]
+		res.Add(nodekit.ActionStartContainer, c.Name, f.startContainerLocked(ctx, req, p, res, c, nodekit.ActionStartContainer))
+	}
+	return res
+}
+
+// killForSyncLocked carries out the kills a asks for: the whole pod, then
+// each listed container that still runs (each recorded in res).
+func (f *FakeRuntime) killForSyncLocked(p *fakePod, a nodekit.PodActions, res *nodekit.SyncResult) {
 	if a.KillPod {
 		f.killLocked(p)
 	}
@@ -172,6 +195,13 @@ func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *
 		}
 		res.Add(nodekit.ActionKillContainer, a.ContainersToKill[id].Name, nil)
 	}
+}
+
+// sandboxForSyncLocked returns the sandbox the pod's containers start in:
+// a new one when a asks for it (older ones become not ready), else
+// a.SandboxID, else the newest sandbox if it is ready; "" when there is
+// none.
+func (f *FakeRuntime) sandboxForSyncLocked(p *fakePod, pod *v1.Pod, a nodekit.PodActions, res *nodekit.SyncResult) string {
 	sandbox := a.SandboxID
 	if a.CreateSandbox {
 		for _, sb := range p.sandboxes {
@@ -187,54 +217,43 @@ func (f *FakeRuntime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *
 	if sandbox == "" && len(p.sandboxes) > 0 && p.sandboxes[0].State == nodekit.SandboxReady {
 		sandbox = p.sandboxes[0].ID
 	}
-	res.SandboxID = sandbox
-	if len(p.sandboxes) > 0 {
-		res.PodIPs = p.sandboxes[0].IPs
+	return sandbox
+}
+
+// startContainerLocked starts c in the sandbox res names, failing as the
+// configured image errors and req.Options say; a restarted container
+// carries its predecessor's restart count plus one.
+func (f *FakeRuntime) startContainerLocked(ctx context.Context, req nodekit.SyncPodRequest, p *fakePod, res *nodekit.SyncResult, c *v1.Container, action nodekit.Action) error {
+	pod := req.Pod
+	if res.SandboxID == "" {
+		return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox, Message: "no ready sandbox"}
 	}
-	start := func(c *v1.Container, action nodekit.Action) error {
-		if sandbox == "" {
-			return &nodekit.ActionError{Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox, Message: "no ready sandbox"}
-		}
-		if ref, reason, ok := f.failedImageVolume(pod, c); ok {
-			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Image: ref, Message: fmt.Sprintf("fake: image %q: %s", ref, reason)}
-		}
-		if reason, ok := f.imageErrs[c.Image]; ok {
-			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: fmt.Sprintf("fake: image %q: %s", c.Image, reason)}
-		}
-		if req.Options != nil {
-			if _, err := req.Options(ctx, pod, c, res.PodIPs); err != nil {
-				return &nodekit.ActionError{Action: action, Target: c.Name, Reason: nodekit.ErrCreateContainerConfig, Message: err.Error(), Err: err}
-			}
-		}
-		restarts := 0
-		for _, old := range p.containers {
-			if old.Name == c.Name {
-				restarts = old.RestartCount + 1
-				break
-			}
-		}
-		now := f.clock.Now()
-		id := nodekit.ContainerID{Type: "fake", ID: f.newIDLocked()}
-		p.containers = append([]*nodekit.ContainerStatus{{
-			ID: id, Name: c.Name, State: nodekit.StateRunning,
-			CreatedAt: now, StartedAt: now, Image: c.Image, ImageID: "sha256:fake-" + c.Image, ImageRef: c.Image, RestartCount: restarts,
-		}}, p.containers...)
-		f.emitLocked(pod.UID, id, nodekit.ContainerStartedEvent)
-		return nil
+	if ref, reason, ok := f.failedImageVolume(pod, c); ok {
+		return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Image: ref, Message: fmt.Sprintf("fake: image %q: %s", ref, reason)}
 	}
-	for _, i := range a.InitContainersToStart {
-		c := &pod.Spec.InitContainers[i]
-		err := start(c, nodekit.ActionInitContainer)
-		res.Add(nodekit.ActionInitContainer, c.Name, err)
-		if err != nil {
-			return res
+	if reason, ok := f.imageErrs[c.Image]; ok {
+		return &nodekit.ActionError{Action: action, Target: c.Name, Reason: reason, Message: fmt.Sprintf("fake: image %q: %s", c.Image, reason)}
+	}
+	if req.Options != nil {
+		if _, err := req.Options(ctx, pod, c, res.PodIPs); err != nil {
+			return &nodekit.ActionError{Action: action, Target: c.Name, Reason: nodekit.ErrCreateContainerConfig, Message: err.Error(), Err: err}
 		}
 	}
-	for _, i := range a.ContainersToStart {
-		c := &pod.Spec.Containers[i]
-		res.Add(nodekit.ActionStartContainer, c.Name, start(c, nodekit.ActionStartContainer))
+	restarts := 0
+	for _, old := range p.containers {
+		if old.Name == c.Name {
+			restarts = old.RestartCount + 1
+			break
+		}
 	}
-	return res
+	now := f.clock.Now()
+	id := nodekit.ContainerID{Type: "fake", ID: f.newIDLocked()}
+	p.containers = append([]*nodekit.ContainerStatus{{
+		ID: id, Name: c.Name, State: nodekit.StateRunning,
+		CreatedAt: now, StartedAt: now, Image: c.Image, ImageID: "sha256:fake-" + c.Image, ImageRef: c.Image, RestartCount: restarts,
+	}}, p.containers...)
+	f.emitLocked(pod.UID, id, nodekit.ContainerStartedEvent)
+	return nil
 }
 
 func (f *FakeRuntime) killLocked(p *fakePod) {

@@ -233,68 +233,103 @@ func (m *Manager) checkEnforce() error {
 func (m *Manager) Start(ctx context.Context) (err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	logger := klog.FromContext(ctx)
-	d := m.cfg.Backend
-	if d == nil {
-		if m.cfg.Driver == DriverSystemd {
-			sd, err := newSystemdDriver(ctx, m.cfg)
-			if err != nil {
-				return err
-			}
-			defer func() {
-				if err != nil {
-					sd.Close()
-				}
-			}()
-			d = sd
-		} else {
-			fsd, err := newFSDriver(m.cfg.Root, m.cfg.Version, m.cfg.KillProcess, m.cfg.Clock)
-			if err != nil {
-				return err
-			}
-			if err := fsd.checkControllers(); err != nil {
-				return err
-			}
-			d = fsd
-		}
+	d, closeOnFailure, err := m.startDriver(ctx)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if err != nil {
+			closeOnFailure()
+		}
+	}()
 	if m.cfg.CgroupsPerQOS {
-		if ok, err := d.Exists(ctx, m.root); err != nil {
-			return fmt.Errorf("cgroupmgr: check Config.CgroupRoot %q: %w", m.cfg.CgroupRoot, err)
-		} else if !ok {
-			return fmt.Errorf("cgroupmgr: Config.CgroupRoot %q does not exist (in every cgroup hierarchy); create it or use \"/\"", m.cfg.CgroupRoot)
-		}
-		existed, err := d.Exists(ctx, m.kubepods)
-		if err != nil {
+		if err := m.ensureQOSTree(ctx, d); err != nil {
 			return err
-		}
-		rc, err := m.kubepodsConfig()
-		if err != nil {
-			return err
-		}
-		if err := d.Apply(ctx, m.kubepods, rc); err != nil {
-			if !existed {
-				return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.kubepods), err)
-			}
-			// Upstream keeps retrying: pods may use more than a lowered
-			// allocatable until evictions bring them down.
-			logger.Error(err, "Failed to update node allocatable limits; retrying at UpdateQOS", "cgroup", m.literal(m.kubepods))
-			m.pendingRoot = rc
-		}
-		unbounded := unboundedHugePages
-		if err := d.Apply(ctx, m.burstable, &ResourceConfig{HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}); err != nil {
-			return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.burstable), err)
-		}
-		if err := d.Apply(ctx, m.bestEffort, &ResourceConfig{CPUShares: ptr(uint64(MinShares)), HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}); err != nil {
-			return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.bestEffort), err)
 		}
 	} else if len(m.root) > 0 {
 		// Upstream sizes a non-root cgroup root to the capacity even
 		// without the QoS tree.
 		if err := d.Apply(ctx, m.root, configForLimits(m.cfg.Capacity, false)); err != nil {
-			logger.Error(err, "Failed to update the limits of the cgroup root", "cgroup", m.literal(m.root))
+			klog.FromContext(ctx).Error(err, "Failed to update the limits of the cgroup root", "cgroup", m.literal(m.root))
 		}
 	}
+	if err := m.enforceReserved(ctx, d); err != nil {
+		return err
+	}
+	if c, ok := m.driver.(closer); ok && m.driver != d {
+		c.Close()
+	}
+	m.driver = d
+	return nil
+}
+
+// startDriver returns the driver Start works with: Config.Backend when
+// set, else a new systemd or cgroupfs driver (the latter checked to have
+// the controllers it needs). closeOnFailure releases a driver opened here
+// that Start then does not keep; it does nothing for the others.
+func (m *Manager) startDriver(ctx context.Context) (d Driver, closeOnFailure func(), err error) {
+	if m.cfg.Backend != nil {
+		return m.cfg.Backend, func() {}, nil
+	}
+	if m.cfg.Driver == DriverSystemd {
+		sd, err := newSystemdDriver(ctx, m.cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sd, sd.Close, nil
+	}
+	fsd, err := newFSDriver(m.cfg.Root, m.cfg.Version, m.cfg.KillProcess, m.cfg.Clock)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := fsd.checkControllers(); err != nil {
+		return nil, nil, err
+	}
+	return fsd, func() {}, nil
+}
+
+// ensureQOSTree checks that the cgroup root exists, then creates or
+// updates kubepods and its burstable and besteffort tiers through d. A
+// failure to resize an existing kubepods is logged and left for UpdateQOS
+// to retry.
+func (m *Manager) ensureQOSTree(ctx context.Context, d Driver) error {
+	if ok, err := d.Exists(ctx, m.root); err != nil {
+		return fmt.Errorf("cgroupmgr: check Config.CgroupRoot %q: %w", m.cfg.CgroupRoot, err)
+	} else if !ok {
+		return fmt.Errorf("cgroupmgr: Config.CgroupRoot %q does not exist (in every cgroup hierarchy); create it or use \"/\"", m.cfg.CgroupRoot)
+	}
+	existed, err := d.Exists(ctx, m.kubepods)
+	if err != nil {
+		return err
+	}
+	rc, err := m.kubepodsConfig()
+	if err != nil {
+		return err
+	}
+	if err := d.Apply(ctx, m.kubepods, rc); err != nil {
+		if !existed {
+			return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.kubepods), err)
+		}
+		// Upstream keeps retrying: pods may use more than a lowered
+		// allocatable until evictions bring them down.
+		klog.FromContext(ctx).Error(err, "Failed to update node allocatable limits; retrying at UpdateQOS", "cgroup", m.literal(m.kubepods))
+		m.pendingRoot = rc
+	}
+	unbounded := unboundedHugePages
+	if err := d.Apply(ctx, m.burstable, &ResourceConfig{HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}); err != nil {
+		return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.burstable), err)
+	}
+	if err := d.Apply(ctx, m.bestEffort, &ResourceConfig{CPUShares: ptr(uint64(MinShares)), HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}); err != nil {
+		return fmt.Errorf("cgroupmgr: create %s: %w", m.literal(m.bestEffort), err)
+	}
+	return nil
+}
+
+// enforceReserved applies the system- and kube-reserved limits to their
+// cgroups, which must already exist, for each that enforceNodeAllocatable
+// names (only the compressible resources when only the -compressible key
+// is given).
+func (m *Manager) enforceReserved(ctx context.Context, d Driver) error {
 	for _, r := range []struct {
 		key, compressibleKey, cgroup string
 		limits                       v1.ResourceList
@@ -318,10 +353,6 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("cgroupmgr: enforce %s on %q: %w", r.key, r.cgroup, err)
 		}
 	}
-	if c, ok := m.driver.(closer); ok && m.driver != d {
-		c.Close()
-	}
-	m.driver = d
 	return nil
 }
 

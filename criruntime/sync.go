@@ -52,7 +52,24 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 	}
 	r.killContainers(ctx, pod, a.ContainersToKill, res)
 
-	st := &syncState{SyncPodRequest: req}
+	st, ok := r.syncSandbox(ctx, req, res)
+	if !ok {
+		return res
+	}
+	res.SandboxID, res.PodIPs = st.SandboxID, st.PodIPs
+	r.startContainers(ctx, st, res)
+	return res
+}
+
+// syncSandbox settles the sandbox the pod's containers start in: a new
+// one when the actions ask for it, else the one they name, else the
+// newest ready one. It builds the sandbox config either way (containers
+// are created with it). ok is false when there is no sandbox to start
+// containers in or it could not be configured or created; res then holds
+// the failure.
+func (r *Runtime) syncSandbox(ctx context.Context, req nodekit.SyncPodRequest, res *nodekit.SyncResult) (st *syncState, ok bool) {
+	pod, a := req.Pod, req.Actions
+	st = &syncState{SyncPodRequest: req}
 	st.SandboxID = a.SandboxID
 	if req.Status != nil {
 		st.PodIPs = req.Status.IPs
@@ -67,23 +84,30 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, &nodekit.ActionError{
 			Action: nodekit.ActionCreatePodSandbox, Target: pod.Name, Reason: nodekit.ErrCreatePodSandbox,
 			Message: "no ready sandbox to start containers in and CreateSandbox is false"})
-		return res
+		return nil, false
 	}
 	var err error
 	if st.SandboxConfig, err = r.sandboxConfig(ctx, pod, attempt, req.Sandbox); err != nil {
 		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, r.sandboxConfigError(pod, a.CreateSandbox, err))
-		return res
+		return nil, false
 	}
 	if a.CreateSandbox {
 		id, ips, err := r.createSandbox(ctx, pod, st.SandboxConfig, req.Sandbox.RuntimeHandler)
 		res.Add(nodekit.ActionCreatePodSandbox, pod.Name, err)
 		if err != nil {
-			return res
+			return nil, false
 		}
 		st.SandboxID, st.PodIPs = id, ips
 	}
-	res.SandboxID, res.PodIPs = st.SandboxID, st.PodIPs
+	return st, true
+}
 
+// startContainers starts the containers the actions list, in st's
+// sandbox: ephemeral containers first, then init containers in order (the
+// first failure stops the sync, as later ones depend on it), then regular
+// containers. An index out of range is recorded as a failure.
+func (r *Runtime) startContainers(ctx context.Context, st *syncState, res *nodekit.SyncResult) {
+	pod, a := st.Pod, st.Actions
 	for _, i := range a.EphemeralContainersToStart {
 		if i < 0 || i >= len(pod.Spec.EphemeralContainers) {
 			res.Add(nodekit.ActionStartContainer, strconv.Itoa(i), fmt.Errorf("ephemeral container index %d out of range", i))
@@ -91,18 +115,18 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 		}
 		ec := &pod.Spec.EphemeralContainers[i]
 		c := (*v1.Container)(&ec.EphemeralContainerCommon)
-		res.Add(nodekit.ActionStartContainer, c.Name, r.startContainerIn(ctx, st, c, false, targetID(req.Status, ec.TargetContainerName)))
+		res.Add(nodekit.ActionStartContainer, c.Name, r.startContainerIn(ctx, st, c, false, targetID(st.Status, ec.TargetContainerName)))
 	}
 	for _, i := range a.InitContainersToStart {
 		if i < 0 || i >= len(pod.Spec.InitContainers) {
 			res.Add(nodekit.ActionInitContainer, strconv.Itoa(i), fmt.Errorf("init container index %d out of range", i))
-			return res
+			return
 		}
 		c := &pod.Spec.InitContainers[i]
 		err := r.startContainer(ctx, st, c, true)
 		res.Add(nodekit.ActionInitContainer, c.Name, err)
 		if err != nil {
-			return res // later init containers depend on this one
+			return // later init containers depend on this one
 		}
 	}
 	for _, i := range a.ContainersToStart {
@@ -113,7 +137,6 @@ func (r *Runtime) SyncPod(ctx context.Context, req nodekit.SyncPodRequest) *node
 		c := &pod.Spec.Containers[i]
 		res.Add(nodekit.ActionStartContainer, c.Name, r.startContainer(ctx, st, c, false))
 	}
-	return res
 }
 
 // killContainers stops the listed containers in parallel.

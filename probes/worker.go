@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/restartrules"
@@ -139,30 +140,12 @@ func (w *worker) step(ctx context.Context) (keep bool) {
 		log.V(3).Info("Pod is terminated, stopping its probe worker", "phase", st.Phase)
 		return false
 	}
-	cs := findStatus(&st, w.key.container)
-	if cs == nil {
-		return true // not created yet
+	cs := w.follow(log, &st)
+	if cs == nil || w.onHold {
+		return true // not created yet, or on hold until a new container
 	}
-	id, ok := parseContainerID(cs.ContainerID)
-	if !ok {
-		log.V(3).Info("Unparseable container ID in the pod status", "containerID", cs.ContainerID)
-		return true
-	}
-	if id != w.id {
-		w.bind(id, cs)
-	}
-	if w.onHold {
-		return true // until a new container
-	}
-
 	if cs.State.Running == nil {
-		if !w.id.IsEmpty() {
-			w.m.set(w, Failure)
-		}
-		if cs.State.Terminated == nil {
-			return true
-		}
-		return w.restarts(cs.State.Terminated.ExitCode)
+		return w.notRunning(cs)
 	}
 
 	pod := w.pod.Load()
@@ -172,22 +155,66 @@ func (w *worker) step(ctx context.Context) (keep bool) {
 		w.m.set(w, Success)
 		return false
 	}
+	if w.due(cs) {
+		w.probe(ctx, pod, &st)
+	}
+	return true
+}
 
-	if int32(w.m.clock.Since(cs.State.Running.StartedAt.Time).Seconds()) < w.spec.InitialDelaySeconds {
+// follow finds the worker's container in the pod status st and binds the
+// worker to it when its ID is new. It returns nil while the container has
+// no status or no ID that parses.
+func (w *worker) follow(log klog.Logger, st *v1.PodStatus) *v1.ContainerStatus {
+	cs := findStatus(st, w.key.container)
+	if cs == nil {
+		return nil // not created yet
+	}
+	id, ok := parseContainerID(cs.ContainerID)
+	if !ok {
+		log.V(3).Info("Unparseable container ID in the pod status", "containerID", cs.ContainerID)
+		return nil
+	}
+	if id != w.id {
+		w.bind(id, cs)
+	}
+	return cs
+}
+
+// notRunning handles a container that is not running: a bound container's
+// result becomes Failure, and a terminated one decides by its exit code
+// whether it will run again and so whether the worker goes on.
+func (w *worker) notRunning(cs *v1.ContainerStatus) (keep bool) {
+	if !w.id.IsEmpty() {
+		w.m.set(w, Failure)
+	}
+	if cs.State.Terminated == nil {
 		return true
 	}
-	if w.started(cs) {
-		if w.key.kind == Startup {
-			return true // done; a new container brings it back
-		}
-	} else if w.key.kind != Startup {
-		return true // the startup probe has not succeeded yet
-	}
+	return w.restarts(cs.State.Terminated.ExitCode)
+}
 
+// due reports whether the running container cs is to be probed this
+// round: past the initial delay, and for the startup probe not yet
+// started, for the others started.
+func (w *worker) due(cs *v1.ContainerStatus) bool {
+	if int32(w.m.clock.Since(cs.State.Running.StartedAt.Time).Seconds()) < w.spec.InitialDelaySeconds {
+		return false
+	}
+	if w.started(cs) {
+		// The startup probe is done; a new container brings it back.
+		return w.key.kind != Startup
+	}
+	return w.key.kind == Startup // the others wait for the startup probe
+}
+
+// probe runs the probe once and counts its result; a result reaching its
+// threshold of consecutive rounds is recorded. After a liveness failure
+// or a startup verdict the worker holds until a new container.
+func (w *worker) probe(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) {
 	began := w.m.clock.Now()
-	r, err := w.m.prober.probe(ctx, w.key.kind, pod, &w.container, &w.spec, &st, w.id)
+	r, err := w.m.prober.probe(ctx, w.key.kind, pod, &w.container, &w.spec, st, w.id)
 	if err != nil {
-		return true // the handler could not run: no result this round
+		return // the handler could not run: no result this round
 	}
 	w.m.metrics.ObserveProbe(w.key.kind.title(), r.metricLabel(), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
 	if r == w.last {
@@ -196,7 +223,7 @@ func (w *worker) step(ctx context.Context) (keep bool) {
 		w.last, w.streak = r, 1
 	}
 	if (r == Failure && w.streak < int(w.spec.FailureThreshold)) || (r == Success && w.streak < int(w.spec.SuccessThreshold)) {
-		return true
+		return
 	}
 	w.m.set(w, r)
 	if (w.key.kind == Liveness && r == Failure) || w.key.kind == Startup {
@@ -205,7 +232,6 @@ func (w *worker) step(ctx context.Context) (keep bool) {
 		w.onHold = true
 		w.streak = 0
 	}
-	return true
 }
 
 // bind follows the worker to a new container: the old container's result

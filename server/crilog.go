@@ -217,17 +217,14 @@ func readLog(ctx context.Context, clk clock.Clock, path string, opts logReadOpti
 
 // followLog is readLog on an open file, which it closes.
 func followLog(ctx context.Context, clk clock.Clock, f *os.File, path string, opts logReadOptions, running func(context.Context) (bool, error), stdout, stderr io.Writer, logger klog.Logger) error {
-	defer func() { f.Close() }() // f changes when the file is recreated
+	lf := &logFollower{clk: clk, path: path, f: f, running: running}
+	defer lf.close()
 	tail := int64(-1)
 	if opts.tailLines != nil {
 		tail = *opts.tailLines
 	}
-	start, err := tailStart(f, tail)
-	if err != nil {
-		return fmt.Errorf("find the last %d lines of %s: %w", tail, path, err)
-	}
-	if _, err := f.Seek(start, io.SeekStart); err != nil {
-		return fmt.Errorf("seek in %s: %w", path, err)
+	if err := lf.seekTail(tail); err != nil {
+		return err
 	}
 	limited := opts.tailLines != nil && !opts.follow
 	left := tail
@@ -235,67 +232,20 @@ func followLog(ctx context.Context, clk clock.Clock, f *os.File, path string, op
 	if opts.limitBytes != nil {
 		w.remain = *opts.limitBytes
 	}
-	r := bufio.NewReader(f)
 	var parse func([]byte) (logRecord, error)
-	var watcher *fsnotify.Watcher
-	defer func() {
-		if watcher != nil {
-			watcher.Close()
-		}
-	}()
-	finishing, stop := false, false
+	stop := false
 	for {
 		if stop || (limited && left <= 0) {
 			return nil
 		}
-		line, err := r.ReadBytes('\n')
+		line, err := lf.r.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read %s: %w", path, err)
 		}
 		if errors.Is(err, io.EOF) {
 			if opts.follow {
-				if finishing {
-					return nil
-				}
-				// An incomplete record is read again once it is whole.
-				if _, err := f.Seek(-int64(len(line)), io.SeekCurrent); err != nil {
-					return fmt.Errorf("seek in %s: %w", path, err)
-				}
-				r.Reset(f)
-				if watcher == nil {
-					if watcher, err = fsnotify.NewWatcher(); err != nil {
-						return fmt.Errorf("watch %s: %w", path, err)
-					}
-					if err := watcher.Add(filepath.Dir(path)); err != nil {
-						return fmt.Errorf("watch %s: %w", path, err)
-					}
-					continue // data may have come before the watch started
-				}
-				alive := false
-				if running != nil {
-					if alive, err = running(ctx); err != nil {
-						return fmt.Errorf("check whether the container still runs: %w", err)
-					}
-				}
-				if !alive {
-					finishing = true // drain what is left, then stop
-					continue
-				}
-				recreated, err := waitLogChange(ctx, clk, watcher, filepath.Base(path))
-				if err != nil {
+				if done, err := lf.awaitMore(ctx, line); done || err != nil {
 					return err
-				}
-				if recreated {
-					nf, err := os.Open(path)
-					if err != nil {
-						if errors.Is(err, os.ErrNotExist) {
-							continue
-						}
-						return fmt.Errorf("reopen %s: %w", path, err)
-					}
-					f.Close()
-					f = nf
-					r.Reset(f)
 				}
 				continue
 			}
@@ -322,6 +272,111 @@ func followLog(ctx context.Context, clk clock.Clock, f *os.File, path string, op
 		}
 		left--
 	}
+}
+
+// logFollower is the file side of followLog: the open log file (replaced
+// when the runtime recreates it), its reader, and the directory watch that
+// wakes it when the file grows.
+type logFollower struct {
+	clk     clock.Clock
+	path    string
+	f       *os.File
+	r       *bufio.Reader
+	running func(context.Context) (bool, error)
+	watcher *fsnotify.Watcher
+	// finishing is set once the container has stopped: what is left in
+	// the file is read, and the next end of file ends the follow.
+	finishing bool
+}
+
+// close stops the watch, if one was started, then closes the current file.
+func (lf *logFollower) close() {
+	if lf.watcher != nil {
+		lf.watcher.Close()
+	}
+	lf.f.Close()
+}
+
+// seekTail positions the file at the first of its last tail lines (the
+// start for tail < 0) and sets up the reader there.
+func (lf *logFollower) seekTail(tail int64) error {
+	start, err := tailStart(lf.f, tail)
+	if err != nil {
+		return fmt.Errorf("find the last %d lines of %s: %w", tail, lf.path, err)
+	}
+	if _, err := lf.f.Seek(start, io.SeekStart); err != nil {
+		return fmt.Errorf("seek in %s: %w", lf.path, err)
+	}
+	lf.r = bufio.NewReader(lf.f)
+	return nil
+}
+
+// awaitMore is called at the end of the file while following, with the
+// incomplete record read so far. It steps back over that record and waits
+// until there may be more to read: the first time it only starts the
+// watch; later it checks whether the container still runs and, if so,
+// waits for the file to change, reopening it when it was recreated. done
+// reports that the follow is over (the container had stopped and the
+// rest of the file has been read).
+func (lf *logFollower) awaitMore(ctx context.Context, partial []byte) (done bool, err error) {
+	if lf.finishing {
+		return true, nil
+	}
+	// An incomplete record is read again once it is whole.
+	if _, err := lf.f.Seek(-int64(len(partial)), io.SeekCurrent); err != nil {
+		return false, fmt.Errorf("seek in %s: %w", lf.path, err)
+	}
+	lf.r.Reset(lf.f)
+	if lf.watcher == nil {
+		// Data may have come before the watch started, so read again
+		// before waiting.
+		return false, lf.startWatch()
+	}
+	alive := false
+	if lf.running != nil {
+		if alive, err = lf.running(ctx); err != nil {
+			return false, fmt.Errorf("check whether the container still runs: %w", err)
+		}
+	}
+	if !alive {
+		lf.finishing = true // drain what is left, then stop
+		return false, nil
+	}
+	recreated, err := waitLogChange(ctx, lf.clk, lf.watcher, filepath.Base(lf.path))
+	if err != nil || !recreated {
+		return false, err
+	}
+	return false, lf.reopen()
+}
+
+// startWatch watches the log file's directory, which sees both writes to
+// the file and its replacement.
+func (lf *logFollower) startWatch() error {
+	watcher, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", lf.path, err)
+	}
+	lf.watcher = watcher
+	if err := watcher.Add(filepath.Dir(lf.path)); err != nil {
+		return fmt.Errorf("watch %s: %w", lf.path, err)
+	}
+	return nil
+}
+
+// reopen switches to the file now at the log path, reading it from its
+// start. A path with no file yet is left for the next change to find.
+func (lf *logFollower) reopen() error {
+	nf, err := os.Open(lf.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("reopen %s: %w", lf.path, err)
+	}
+	lf.f.Close()
+	lf.f = nf
+	lf.r.Reset(lf.f)
+	return nil
 }
 
 // waitLogChange blocks until the log directory changes, followRecheck

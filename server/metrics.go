@@ -124,95 +124,119 @@ type AgentMetrics struct {
 // reg (for example a prometheus.NewRegistry() also given to Config.Metrics).
 // It fails if any is already registered there.
 func RegisterAgentMetrics(reg prometheus.Registerer) (*AgentMetrics, error) {
-	m := &AgentMetrics{
-		PodWorkerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: MetricPodWorkerDuration, Buckets: prometheus.DefBuckets,
-			Help: alpha("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"),
-		}, []string{"operation_type"}),
-		PodStartDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: MetricPodStartDuration, Buckets: podStartBuckets,
-			Help: alpha("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"),
-		}),
-		PodStartSLIDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: MetricPodStartSLIDuration, Buckets: podStartBuckets,
-			Help: alpha("Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"),
-		}, []string{}),
-		PLEGRelistDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: MetricPLEGRelistDuration, Buckets: prometheus.DefBuckets,
-			Help: alpha("Duration in seconds for relisting pods in PLEG."),
-		}),
-		PLEGRelistInterval: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: MetricPLEGRelistInterval, Buckets: prometheus.DefBuckets,
-			Help: alpha("Interval in seconds between relisting in PLEG."),
-		}),
-		PLEGLastSeen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricPLEGLastSeen, Help: alpha("Timestamp in seconds when PLEG was last seen active."),
-		}),
-		RunningPods: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricRunningPods, Help: alpha("Number of pods that have a running pod sandbox"),
-		}),
-		RunningContainers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: MetricRunningContainers, Help: alpha("Number of containers currently running"),
-		}, []string{"container_state"}),
-		Evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricEvictions, Help: alpha("Cumulative number of pod evictions by eviction signal"),
-		}, []string{"eviction_signal"}),
-		RuntimeOperations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRuntimeOperations, Help: alpha("Cumulative number of runtime operations by operation type."),
-		}, []string{"operation_type"}),
-		RuntimeOperationsErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricRuntimeOperationsErrors, Help: alpha("Cumulative number of runtime operation errors by operation type."),
-		}, []string{"operation_type"}),
-		RuntimeOperationsDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: MetricRuntimeOperationsSeconds, Buckets: runtimeBuckets,
-			Help: alpha("Duration in seconds of runtime operations. Broken down by operation type."),
-		}, []string{"operation_type"}),
-		StartedPods: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: MetricStartedPods, Help: alpha("Cumulative number of pods started"),
-		}),
-		StartedPodsErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: MetricStartedPodsErrors, Help: alpha("Cumulative number of errors when starting pods"),
-		}),
-		StartedContainers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricStartedContainers, Help: alpha("Cumulative number of containers started"),
-		}, []string{"container_type"}),
-		StartedContainersErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricStartedContainersErrors, Help: alpha("Cumulative number of errors when starting containers"),
-		}, []string{"container_type", "code"}),
-		ImagePullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: MetricImagePullDuration, Buckets: imagePullBuckets,
-			Help: alpha("Duration in seconds to pull an image."),
-		}, []string{"image_size_in_bytes"}),
-		ImageVolumeRequested: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: MetricImageVolumeRequested, Help: beta("Number of requested image volumes."),
-		}),
-		ImageVolumeMounted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: MetricImageVolumeMounted, Help: beta("Number of successful image volume mounts."),
-		}),
-		ImageVolumeMountErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: MetricImageVolumeMountErrors, Help: beta("Number of failed image volume mounts."),
-		}),
-		CgroupManagerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: MetricCgroupManagerDuration, Buckets: prometheus.DefBuckets,
-			Help: alpha("Duration in seconds for cgroup manager operations. Broken down by method."),
-		}, []string{"operation_type"}),
-		NodeName: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: MetricNodeName, Help: alpha("The node's name. The count is always 1."),
-		}, []string{"node"}),
-		NodeStartup: newNodeStartupGauges(),
-		pulls:       newPullTracker(),
-	}
-	cs := []prometheus.Collector{m.PodWorkerDuration, m.PodStartDuration, m.PodStartSLIDuration,
-		m.PLEGRelistDuration, m.PLEGRelistInterval, m.PLEGLastSeen, m.RunningPods, m.RunningContainers, m.Evictions,
-		m.RuntimeOperations, m.RuntimeOperationsErrors, m.RuntimeOperationsDuration,
-		m.StartedPods, m.StartedPodsErrors, m.StartedContainers, m.StartedContainersErrors,
-		m.ImagePullDuration, m.ImageVolumeRequested, m.ImageVolumeMounted, m.ImageVolumeMountErrors, m.CgroupManagerDuration, m.NodeName}
-	for _, c := range append(cs, m.NodeStartup.collectors()...) {
+	m := &AgentMetrics{NodeStartup: newNodeStartupGauges(), pulls: newPullTracker()}
+	m.initPodMetrics()
+	m.initRuntimeMetrics()
+	m.initImageMetrics()
+	m.initNodeMetrics()
+	for _, c := range m.collectors() {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: register agent metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// initPodMetrics creates the pod worker, pod start, PLEG, running and
+// eviction series.
+func (m *AgentMetrics) initPodMetrics() {
+	m.PodWorkerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricPodWorkerDuration, Buckets: prometheus.DefBuckets,
+		Help: alpha("Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync"),
+	}, []string{"operation_type"})
+	m.PodStartDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: MetricPodStartDuration, Buckets: podStartBuckets,
+		Help: alpha("Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run"),
+	})
+	m.PodStartSLIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricPodStartSLIDuration, Buckets: podStartBuckets,
+		Help: alpha("Duration in seconds to start a pod, excluding time to pull images and run init containers, measured from pod creation timestamp to when all its containers are reported as started and observed via watch"),
+	}, []string{})
+	m.PLEGRelistDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: MetricPLEGRelistDuration, Buckets: prometheus.DefBuckets,
+		Help: alpha("Duration in seconds for relisting pods in PLEG."),
+	})
+	m.PLEGRelistInterval = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: MetricPLEGRelistInterval, Buckets: prometheus.DefBuckets,
+		Help: alpha("Interval in seconds between relisting in PLEG."),
+	})
+	m.PLEGLastSeen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MetricPLEGLastSeen, Help: alpha("Timestamp in seconds when PLEG was last seen active."),
+	})
+	m.RunningPods = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: MetricRunningPods, Help: alpha("Number of pods that have a running pod sandbox"),
+	})
+	m.RunningContainers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricRunningContainers, Help: alpha("Number of containers currently running"),
+	}, []string{"container_state"})
+	m.Evictions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricEvictions, Help: alpha("Cumulative number of pod evictions by eviction signal"),
+	}, []string{"eviction_signal"})
+}
+
+// initRuntimeMetrics creates the runtime operation and started pod and
+// container series.
+func (m *AgentMetrics) initRuntimeMetrics() {
+	m.RuntimeOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRuntimeOperations, Help: alpha("Cumulative number of runtime operations by operation type."),
+	}, []string{"operation_type"})
+	m.RuntimeOperationsErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRuntimeOperationsErrors, Help: alpha("Cumulative number of runtime operation errors by operation type."),
+	}, []string{"operation_type"})
+	m.RuntimeOperationsDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricRuntimeOperationsSeconds, Buckets: runtimeBuckets,
+		Help: alpha("Duration in seconds of runtime operations. Broken down by operation type."),
+	}, []string{"operation_type"})
+	m.StartedPods = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricStartedPods, Help: alpha("Cumulative number of pods started"),
+	})
+	m.StartedPodsErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricStartedPodsErrors, Help: alpha("Cumulative number of errors when starting pods"),
+	})
+	m.StartedContainers = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricStartedContainers, Help: alpha("Cumulative number of containers started"),
+	}, []string{"container_type"})
+	m.StartedContainersErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricStartedContainersErrors, Help: alpha("Cumulative number of errors when starting containers"),
+	}, []string{"container_type", "code"})
+}
+
+// initImageMetrics creates the image pull and image volume series.
+func (m *AgentMetrics) initImageMetrics() {
+	m.ImagePullDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricImagePullDuration, Buckets: imagePullBuckets,
+		Help: alpha("Duration in seconds to pull an image."),
+	}, []string{"image_size_in_bytes"})
+	m.ImageVolumeRequested = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricImageVolumeRequested, Help: beta("Number of requested image volumes."),
+	})
+	m.ImageVolumeMounted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricImageVolumeMounted, Help: beta("Number of successful image volume mounts."),
+	})
+	m.ImageVolumeMountErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: MetricImageVolumeMountErrors, Help: beta("Number of failed image volume mounts."),
+	})
+}
+
+// initNodeMetrics creates the cgroup manager and node name series.
+func (m *AgentMetrics) initNodeMetrics() {
+	m.CgroupManagerDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricCgroupManagerDuration, Buckets: prometheus.DefBuckets,
+		Help: alpha("Duration in seconds for cgroup manager operations. Broken down by method."),
+	}, []string{"operation_type"})
+	m.NodeName = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricNodeName, Help: alpha("The node's name. The count is always 1."),
+	}, []string{"node"})
+}
+
+// collectors lists every series of m in the order they are registered.
+func (m *AgentMetrics) collectors() []prometheus.Collector {
+	cs := []prometheus.Collector{m.PodWorkerDuration, m.PodStartDuration, m.PodStartSLIDuration,
+		m.PLEGRelistDuration, m.PLEGRelistInterval, m.PLEGLastSeen, m.RunningPods, m.RunningContainers, m.Evictions,
+		m.RuntimeOperations, m.RuntimeOperationsErrors, m.RuntimeOperationsDuration,
+		m.StartedPods, m.StartedPodsErrors, m.StartedContainers, m.StartedContainersErrors,
+		m.ImagePullDuration, m.ImageVolumeRequested, m.ImageVolumeMounted, m.ImageVolumeMountErrors, m.CgroupManagerDuration, m.NodeName}
+	return append(cs, m.NodeStartup.collectors()...)
 }
 
 // ObservePodWorker records one pod sync of the given operation type.

@@ -77,17 +77,7 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 	}
 	defer backend.Close()
 
-	out := r.Clone(ctx)
-	loc := *target
-	out.URL, out.Host, out.RequestURI = &loc, target.Host, ""
-	out.Body, out.ContentLength = http.NoBody, 0
-	out.Header.Del("Authorization")
-	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		if prior := out.Header.Get("X-Forwarded-For"); prior != "" {
-			ip = prior + ", " + ip
-		}
-		out.Header.Set("X-Forwarded-For", ip)
-	}
+	out := upgradeRequest(r, target)
 	if err := out.Write(backend); err != nil {
 		http.Error(w, "unable to send the request to the container runtime: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -101,19 +91,7 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 		return
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		// Socket deadlines are wall-clock times.
-		_ = backend.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:forbidigo // net.Conn deadlines are wall-clock
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, upgradeErrorBodyLimit))
-		code := resp.StatusCode
-		if code < 400 {
-			code = http.StatusInternalServerError
-			body = fmt.Appendf(nil, "invalid upgrade response from the container runtime: status %d", resp.StatusCode)
-		}
-		if ct := resp.Header.Get("Content-Type"); ct != "" {
-			w.Header().Set("Content-Type", ct)
-		}
-		w.WriteHeader(code)
-		_, _ = w.Write(body)
+		relayRefusal(w, backend, resp)
 		return
 	}
 	client, buffered, err := http.NewResponseController(w).Hijack()
@@ -127,6 +105,59 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 	if _, err := client.Write(raw.Bytes()); err != nil {
 		return
 	}
+	// buffered drains what the server read ahead, then reads client; a
+	// hijacker without a buffer (the WebSocket tunnel's) gives none.
+	var fromClient io.Reader = client
+	if buffered != nil {
+		fromClient = buffered
+	}
+	joinStreams(ctx, client, fromClient, backend, idle, clk, r.URL.Path)
+}
+
+// upgradeRequest is the caller's request r readdressed to target for the
+// runtime: no body, no Authorization header, and the caller's address
+// added to X-Forwarded-For.
+func upgradeRequest(r *http.Request, target *url.URL) *http.Request {
+	out := r.Clone(r.Context())
+	loc := *target
+	out.URL, out.Host, out.RequestURI = &loc, target.Host, ""
+	out.Body, out.ContentLength = http.NoBody, 0
+	out.Header.Del("Authorization")
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := out.Header.Get("X-Forwarded-For"); prior != "" {
+			ip = prior + ", " + ip
+		}
+		out.Header.Set("X-Forwarded-For", ip)
+	}
+	return out
+}
+
+// relayRefusal answers the caller with the runtime's response resp to an
+// upgrade it did not accept: its error status, content type and (capped)
+// body. A status below 400 is no refusal the caller could act on, so it is
+// reported as an internal error naming the status.
+func relayRefusal(w http.ResponseWriter, backend net.Conn, resp *http.Response) {
+	// Socket deadlines are wall-clock times.
+	_ = backend.SetReadDeadline(time.Now().Add(10 * time.Second)) //nolint:forbidigo // net.Conn deadlines are wall-clock
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, upgradeErrorBodyLimit))
+	code := resp.StatusCode
+	if code < 400 {
+		code = http.StatusInternalServerError
+		body = fmt.Appendf(nil, "invalid upgrade response from the container runtime: status %d", resp.StatusCode)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// joinStreams copies bytes both ways between the caller's connection
+// (written to as client, read from as fromClient) and the runtime's
+// backend until one direction ends, ctx ends or, with idle > 0, nothing
+// has passed for idle; then it closes both connections and waits for the
+// other copy to finish. path names the stream in the idle log line.
+func joinStreams(ctx context.Context, client net.Conn, fromClient io.Reader, backend net.Conn, idle time.Duration, clk clock.Clock, path string) {
 	var once sync.Once
 	closeBoth := func() {
 		once.Do(func() {
@@ -144,15 +175,9 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 		watchCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go a.closeWhenIdle(watchCtx, idle, func() {
-			logger.V(2).Info("Closing an idle stream", "idleTimeout", idle, "path", r.URL.Path)
+			klog.FromContext(ctx).V(2).Info("Closing an idle stream", "idleTimeout", idle, "path", path)
 			closeBoth()
 		})
-	}
-	// buffered drains what the server read ahead, then reads client; a
-	// hijacker without a buffer (the WebSocket tunnel's) gives none.
-	var fromClient io.Reader = client
-	if buffered != nil {
-		fromClient = buffered
 	}
 	done := make(chan struct{}, 2)
 	go func() {

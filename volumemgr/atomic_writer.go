@@ -53,63 +53,93 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time, s
 		}
 		clean[filepath.Clean(p)] = f
 	}
+	oldTS, stale, upToDate, err := compareCurrentVersion(dir, clean)
+	if err != nil {
+		return err
+	}
+	if upToDate {
+		// The visible links may still be missing (a crash between the
+		// swap and their creation).
+		return linkVisible(dir, clean)
+	}
+	tsDir, err := swapInVersion(dir, clean, now, setPerms)
+	if err != nil {
+		return err
+	}
+	if err := linkVisible(dir, clean); err != nil {
+		return err
+	}
+	return removeOldVersion(dir, oldTS, stale, filepath.Base(tsDir))
+}
 
-	oldTS, err := os.Readlink(filepath.Join(dir, dataLink))
+// compareCurrentVersion reads which version directory ..data names in dir
+// ("" when there is none yet) and compares it with payload: stale lists
+// its paths that payload no longer has, and upToDate reports that it
+// holds exactly payload already.
+func compareCurrentVersion(dir string, payload map[string]fileProjection) (oldTS string, stale []string, upToDate bool, err error) {
+	oldTS, err = os.Readlink(filepath.Join(dir, dataLink))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("read %s link: %w", dataLink, err)
+		return "", nil, false, fmt.Errorf("read %s link: %w", dataLink, err)
 	}
-	var stale []string
-	if oldTS != "" {
-		oldPath := filepath.Join(dir, oldTS)
-		if stale, err = stalePaths(clean, oldPath); err != nil {
-			return err
-		}
-		same, err := sameContent(clean, oldPath)
-		if err != nil {
-			return err
-		}
-		if same && len(stale) == 0 {
-			// Up to date; the visible links may still be missing (a crash
-			// between the swap and their creation).
-			return linkVisible(dir, clean)
-		}
+	if oldTS == "" {
+		return "", nil, false, nil
 	}
+	oldPath := filepath.Join(dir, oldTS)
+	if stale, err = stalePaths(payload, oldPath); err != nil {
+		return "", nil, false, err
+	}
+	same, err := sameContent(payload, oldPath)
+	if err != nil {
+		return "", nil, false, err
+	}
+	return oldTS, stale, same && len(stale) == 0, nil
+}
 
+// swapInVersion writes payload into a new timestamped directory of dir,
+// runs setPerms, and points ..data at it through the ..data_tmp link and
+// one rename. It returns the new directory; on failure what it made is
+// removed.
+func swapInVersion(dir string, payload map[string]fileProjection, now time.Time, setPerms func() error) (string, error) {
 	tsDir, err := os.MkdirTemp(dir, now.UTC().Format(tsLayout))
 	if err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+		return "", fmt.Errorf("create data directory: %w", err)
 	}
 	// Group and others must be able to traverse it whatever the umask.
 	if err := os.Chmod(tsDir, 0o755); err != nil {
-		return err
+		return "", err
 	}
-	if err := writeFiles(tsDir, clean); err != nil {
+	if err := writeFiles(tsDir, payload); err != nil {
 		_ = os.RemoveAll(tsDir)
-		return err
+		return "", err
 	}
 	if setPerms != nil {
 		if err := setPerms(); err != nil {
 			_ = os.RemoveAll(tsDir)
-			return fmt.Errorf("set volume ownership: %w", err)
+			return "", fmt.Errorf("set volume ownership: %w", err)
 		}
 	}
 	tmpLink := filepath.Join(dir, newDataLink)
 	if err := os.Remove(tmpLink); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		_ = os.RemoveAll(tsDir)
-		return err
+		return "", err
 	}
 	if err := os.Symlink(filepath.Base(tsDir), tmpLink); err != nil {
 		_ = os.RemoveAll(tsDir)
-		return fmt.Errorf("link new data directory: %w", err)
+		return "", fmt.Errorf("link new data directory: %w", err)
 	}
 	if err := os.Rename(tmpLink, filepath.Join(dir, dataLink)); err != nil {
 		_ = os.Remove(tmpLink)
 		_ = os.RemoveAll(tsDir)
-		return fmt.Errorf("swap %s: %w", dataLink, err)
+		return "", fmt.Errorf("swap %s: %w", dataLink, err)
 	}
-	if err := linkVisible(dir, clean); err != nil {
-		return err
-	}
+	return tsDir, nil
+}
+
+// removeOldVersion removes, once the new version named current is
+// visible, the top-level links of the stale paths, the old version
+// directory oldTS (if any) and any other leftover version directories. It
+// goes on past failures and returns them all.
+func removeOldVersion(dir, oldTS string, stale []string, current string) error {
 	var errs []error
 	for _, p := range stale {
 		if strings.Contains(p, "/") {
@@ -124,7 +154,7 @@ func writeAtomic(dir string, payload map[string]fileProjection, now time.Time, s
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, removeOrphanVersions(dir, filepath.Base(tsDir)))
+	errs = append(errs, removeOrphanVersions(dir, current))
 	return errors.Join(errs...)
 }
 

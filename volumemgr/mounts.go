@@ -46,26 +46,7 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 	if pod == nil || c == nil {
 		return nil, errors.New("volumemgr: ContainerMounts needs a pod and a container")
 	}
-	type vol struct {
-		path     string
-		readOnly bool
-		relabel  bool
-		image    *v1.ImageVolumeSource
-	}
-	vols := map[string]vol{}
-	m.mu.Lock()
-	if a := m.actual[pod.UID]; a != nil {
-		for name, v := range a.volumes {
-			if v.setUp {
-				vols[name] = vol{path: v.path, readOnly: v.readOnly, relabel: v.relabel}
-				if v.spec != nil && v.spec.Image != nil {
-					vols[name] = vol{readOnly: true, image: v.spec.Image}
-				}
-			}
-		}
-	}
-	m.mu.Unlock()
-
+	vols := m.mountSources(pod)
 	var env map[string]string
 	out := make([]nodekit.Mount, 0, len(c.VolumeMounts))
 	for i, vm := range c.VolumeMounts {
@@ -86,44 +67,83 @@ func (m *Manager) containerMounts(ctx context.Context, pod *v1.Pod, c *v1.Contai
 				return nil, err
 			}
 		}
-		hostPath, imageSub := v.path, ""
-		switch {
-		case v.image != nil:
-			// The runtime mounts the image; subPath names a directory in
-			// it, checked here as for any volume and by the runtime for
-			// existence.
-			if err := checkSubPath(sub); err != nil {
-				return nil, err
-			}
-			hostPath, imageSub = "", sub
-		case sub != "":
-			var err error
-			if hostPath, err = m.subPathMount(ctx, pod, c, i, vm, v.path, sub); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkPropagation(vm.MountPropagation); err != nil {
-			return nil, err
-		}
-		rro, err := podutil.ResolveRecursiveReadOnly(vm, m.supportsRRO(ctx, pod, vm))
+		mount, err := m.containerMount(ctx, pod, c, i, vm, v, sub)
 		if err != nil {
-			return nil, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
-		}
-		containerPath := vm.MountPath
-		if !filepath.IsAbs(containerPath) {
-			containerPath = "/" + containerPath
-		}
-		mount := nodekit.Mount{
-			Name: vm.Name, ContainerPath: containerPath, HostPath: hostPath,
-			ReadOnly: vm.ReadOnly || v.readOnly, RecursiveReadOnly: rro, Propagation: vm.MountPropagation,
-			SELinuxRelabel: v.relabel,
-		}
-		if v.image != nil {
-			mount.Image, mount.ImageSubPath = v.image.Reference, imageSub
+			return nil, err
 		}
 		out = append(out, mount)
 	}
 	return out, nil
+}
+
+// mountSource is what a container mount of a set-up volume needs: its
+// host path (none for an image volume, which the runtime mounts), whether
+// it is read-only and to be relabelled, and the image of an image volume.
+type mountSource struct {
+	path     string
+	readOnly bool
+	relabel  bool
+	image    *v1.ImageVolumeSource
+}
+
+// mountSources returns the pod's volumes that are set up, by name.
+func (m *Manager) mountSources(pod *v1.Pod) map[string]mountSource {
+	vols := map[string]mountSource{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if a := m.actual[pod.UID]; a != nil {
+		for name, v := range a.volumes {
+			if v.setUp {
+				vols[name] = mountSource{path: v.path, readOnly: v.readOnly, relabel: v.relabel}
+				if v.spec != nil && v.spec.Image != nil {
+					vols[name] = mountSource{readOnly: true, image: v.spec.Image}
+				}
+			}
+		}
+	}
+	return vols
+}
+
+// containerMount is the mount of volume v for c's i-th volume mount vm,
+// with sub its resolved subPath: a subPath of a volume on the host is
+// bind-mounted on its own, one of an image volume is left to the runtime.
+func (m *Manager) containerMount(ctx context.Context, pod *v1.Pod, c *v1.Container, i int, vm v1.VolumeMount, v mountSource, sub string) (nodekit.Mount, error) {
+	hostPath, imageSub := v.path, ""
+	switch {
+	case v.image != nil:
+		// The runtime mounts the image; subPath names a directory in
+		// it, checked here as for any volume and by the runtime for
+		// existence.
+		if err := checkSubPath(sub); err != nil {
+			return nodekit.Mount{}, err
+		}
+		hostPath, imageSub = "", sub
+	case sub != "":
+		var err error
+		if hostPath, err = m.subPathMount(ctx, pod, c, i, vm, v.path, sub); err != nil {
+			return nodekit.Mount{}, err
+		}
+	}
+	if err := checkPropagation(vm.MountPropagation); err != nil {
+		return nodekit.Mount{}, err
+	}
+	rro, err := podutil.ResolveRecursiveReadOnly(vm, m.supportsRRO(ctx, pod, vm))
+	if err != nil {
+		return nodekit.Mount{}, fmt.Errorf("failed to resolve recursive read-only mode: %w", err)
+	}
+	containerPath := vm.MountPath
+	if !filepath.IsAbs(containerPath) {
+		containerPath = "/" + containerPath
+	}
+	mount := nodekit.Mount{
+		Name: vm.Name, ContainerPath: containerPath, HostPath: hostPath,
+		ReadOnly: vm.ReadOnly || v.readOnly, RecursiveReadOnly: rro, Propagation: vm.MountPropagation,
+		SELinuxRelabel: v.relabel,
+	}
+	if v.image != nil {
+		mount.Image, mount.ImageSubPath = v.image.Reference, imageSub
+	}
+	return mount, nil
 }
 
 // supportsRRO asks Config.RecursiveReadOnly about pod's runtime handler,

@@ -228,18 +228,34 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	specName := req.Volume.Name
-	if src.pv != nil {
-		specName = src.pv.Name
-	}
-	data := map[string]string{
-		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
-		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
-	}
+	data := p.volumeData(req, src)
 	if src.block {
 		defer p.lock(src.driver, src.handle)()
 		return p.setUpBlock(ctx, c, req, src, pol, data, publishContext) // block.go
 	}
+	return p.setUpMount(ctx, c, req, src, pol, data, publishContext)
+}
+
+// volumeData is what SetUp writes to the volume's vol_data.json: its spec
+// name, handle, driver, node, lifecycle and VolumeAttachment name.
+func (p *Plugin) volumeData(req *volumemgr.SetUpRequest, src *source) map[string]string {
+	specName := req.Volume.Name
+	if src.pv != nil {
+		specName = src.pv.Name
+	}
+	return map[string]string{
+		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
+		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
+	}
+}
+
+// setUpMount is SetUp of a filesystem volume, under the volume's lock:
+// it publishes the volume at req.Dir/mount (staging it first when
+// persistent) unless this process has published it already, applies the
+// pod's fsGroup when the driver did not, and looks for online expansion
+// and an SELinux relabel.
+func (p *Plugin) setUpMount(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
+	data, publishContext map[string]string) (res *volumemgr.SetUpResult, err error) {
 	mountGroup, err := volumeMountGroup(ctx, c, req.Pod)
 	if err != nil {
 		return nil, err
@@ -252,23 +268,9 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	}
 	defer p.forgetSELinuxOnFailure(&err, src, req.Pod.UID, target)
 	p.rememberDir(req.Pod.UID, req.Volume.Name, filepath.Base(req.Dir))
-	staging := ""
-	// Published by this process already and not to be republished: a
-	// refresh for online expansion only (expand.go).
-	if pol.republish || !p.isPublished(target) {
-		if src.lifecycle == storagev1.VolumeLifecyclePersistent {
-			if staging, err = p.stage(ctx, c, src, capability, data, publishContext); err != nil {
-				return nil, err
-			}
-		}
-		if err := p.publish(ctx, c, req, src, pol, capability, staging, target, data, publishContext); err != nil {
-			return nil, err
-		}
-		p.setPublished(target, true)
-	} else if src.lifecycle == storagev1.VolumeLifecyclePersistent {
-		if staged, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME); err == nil && staged {
-			staging = p.stagingDir(src.driver, src.handle)
-		}
+	staging, err := p.publishOnce(ctx, c, req, src, pol, capability, target, data, publishContext)
+	if err != nil {
+		return nil, err
 	}
 	// A driver with VOLUME_MOUNT_GROUP applied the fsGroup itself.
 	if mountGroup == "" && src.appliesFSGroup(req.Pod, pol.fsGroup) {
@@ -289,6 +291,34 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	// volume the driver can expand is looked at again every refresh
 	// period too, as upstream's populator does on every pod sync.
 	return &volumemgr.SetUpResult{Path: target, ReadOnly: src.readOnly, Refresh: pol.republish || expandable, SELinuxRelabel: relabel}, nil
+}
+
+// publishOnce stages (a persistent volume) and publishes the volume at
+// target, unless this process published it there already and the driver
+// does not ask for republishing. It returns the staging directory of a
+// staged volume, "" when there is none.
+func (p *Plugin) publishOnce(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
+	capability *csipb.VolumeCapability, target string, data, publishContext map[string]string) (string, error) {
+	staging := ""
+	// Published by this process already and not to be republished: a
+	// refresh for online expansion only (expand.go).
+	if pol.republish || !p.isPublished(target) {
+		if src.lifecycle == storagev1.VolumeLifecyclePersistent {
+			var err error
+			if staging, err = p.stage(ctx, c, src, capability, data, publishContext); err != nil {
+				return "", err
+			}
+		}
+		if err := p.publish(ctx, c, req, src, pol, capability, staging, target, data, publishContext); err != nil {
+			return "", err
+		}
+		p.setPublished(target, true)
+	} else if src.lifecycle == storagev1.VolumeLifecyclePersistent {
+		if staged, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME); err == nil && staged {
+			staging = p.stagingDir(src.driver, src.handle)
+		}
+	}
+	return staging, nil
 }
 
 // volumeMountGroup is the pod's fsGroup as the driver is to apply it
