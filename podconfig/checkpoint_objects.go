@@ -264,91 +264,110 @@ func splitKey(key string) (namespace, name string) {
 // (configMap, secret, projected sources and the secret references of CSI
 // and in-tree volume sources) and image pull secrets.
 func podObjectRefs(pod *v1.Pod, configMaps, secrets map[string]bool) {
-	ns := pod.Namespace
-	cm := func(name string) {
-		if name != "" {
-			configMaps[objectKey(ns, name)] = true
-		}
-	}
-	secret := func(name string) {
-		if name != "" {
-			secrets[objectKey(ns, name)] = true
-		}
-	}
-	secretRef := func(ref *v1.LocalObjectReference) {
-		if ref != nil {
-			secret(ref.Name)
-		}
-	}
-	env := func(envs []v1.EnvVar, from []v1.EnvFromSource) {
-		for _, e := range envs {
-			if e.ValueFrom == nil {
-				continue
-			}
-			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-				cm(r.Name)
-			}
-			if r := e.ValueFrom.SecretKeyRef; r != nil {
-				secret(r.Name)
-			}
-		}
-		for _, f := range from {
-			if f.ConfigMapRef != nil {
-				cm(f.ConfigMapRef.Name)
-			}
-			if f.SecretRef != nil {
-				secret(f.SecretRef.Name)
-			}
-		}
-	}
+	r := objectRefs{ns: pod.Namespace, configMaps: configMaps, secrets: secrets}
 	for _, c := range pod.Spec.InitContainers {
-		env(c.Env, c.EnvFrom)
+		r.env(c.Env, c.EnvFrom)
 	}
 	for _, c := range pod.Spec.Containers {
-		env(c.Env, c.EnvFrom)
+		r.env(c.Env, c.EnvFrom)
 	}
 	for _, c := range pod.Spec.EphemeralContainers {
-		env(c.Env, c.EnvFrom)
+		r.env(c.Env, c.EnvFrom)
 	}
-	for _, r := range pod.Spec.ImagePullSecrets {
-		secret(r.Name)
+	for _, ref := range pod.Spec.ImagePullSecrets {
+		r.secret(ref.Name)
 	}
 	for _, vol := range pod.Spec.Volumes {
-		v := vol.VolumeSource
-		switch {
-		case v.ConfigMap != nil:
-			cm(v.ConfigMap.Name)
-		case v.Secret != nil:
-			secret(v.Secret.SecretName)
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				if src.ConfigMap != nil {
-					cm(src.ConfigMap.Name)
-				}
-				if src.Secret != nil {
-					secret(src.Secret.Name)
-				}
-			}
-		case v.CSI != nil:
-			secretRef(v.CSI.NodePublishSecretRef)
-		case v.FlexVolume != nil:
-			secretRef(v.FlexVolume.SecretRef)
-		case v.CephFS != nil:
-			secretRef(v.CephFS.SecretRef)
-		case v.RBD != nil:
-			secretRef(v.RBD.SecretRef)
-		case v.ISCSI != nil:
-			secretRef(v.ISCSI.SecretRef)
-		case v.Cinder != nil:
-			secretRef(v.Cinder.SecretRef)
-		case v.ScaleIO != nil:
-			secretRef(v.ScaleIO.SecretRef)
-		case v.StorageOS != nil:
-			if v.StorageOS.SecretRef != nil {
-				secret(v.StorageOS.SecretRef.Name)
-			}
-		case v.AzureFile != nil:
-			secret(v.AzureFile.SecretName)
+		r.volume(&vol.VolumeSource)
+	}
+}
+
+// objectRefs gathers, for podObjectRefs, the keys of the ConfigMaps and
+// Secrets named in one pod's namespace; an empty name is no reference.
+type objectRefs struct {
+	ns                  string
+	configMaps, secrets map[string]bool
+}
+
+func (r objectRefs) configMap(name string) {
+	if name != "" {
+		r.configMaps[objectKey(r.ns, name)] = true
+	}
+}
+
+func (r objectRefs) secret(name string) {
+	if name != "" {
+		r.secrets[objectKey(r.ns, name)] = true
+	}
+}
+
+func (r objectRefs) secretRef(ref *v1.LocalObjectReference) {
+	if ref != nil {
+		r.secret(ref.Name)
+	}
+}
+
+// env adds what one container's env (valueFrom key references) and envFrom
+// name.
+func (r objectRefs) env(envs []v1.EnvVar, from []v1.EnvFromSource) {
+	for _, e := range envs {
+		if e.ValueFrom == nil {
+			continue
 		}
+		if k := e.ValueFrom.ConfigMapKeyRef; k != nil {
+			r.configMap(k.Name)
+		}
+		if k := e.ValueFrom.SecretKeyRef; k != nil {
+			r.secret(k.Name)
+		}
+	}
+	for _, f := range from {
+		if f.ConfigMapRef != nil {
+			r.configMap(f.ConfigMapRef.Name)
+		}
+		if f.SecretRef != nil {
+			r.secret(f.SecretRef.Name)
+		}
+	}
+}
+
+// volume adds what one volume names: a configMap or secret volume, the
+// sources of a projected one, or the secret reference of a CSI or in-tree
+// volume.
+func (r objectRefs) volume(v *v1.VolumeSource) {
+	switch {
+	case v.ConfigMap != nil:
+		r.configMap(v.ConfigMap.Name)
+	case v.Secret != nil:
+		r.secret(v.Secret.SecretName)
+	case v.Projected != nil:
+		for _, src := range v.Projected.Sources {
+			if src.ConfigMap != nil {
+				r.configMap(src.ConfigMap.Name)
+			}
+			if src.Secret != nil {
+				r.secret(src.Secret.Name)
+			}
+		}
+	case v.CSI != nil:
+		r.secretRef(v.CSI.NodePublishSecretRef)
+	case v.FlexVolume != nil:
+		r.secretRef(v.FlexVolume.SecretRef)
+	case v.CephFS != nil:
+		r.secretRef(v.CephFS.SecretRef)
+	case v.RBD != nil:
+		r.secretRef(v.RBD.SecretRef)
+	case v.ISCSI != nil:
+		r.secretRef(v.ISCSI.SecretRef)
+	case v.Cinder != nil:
+		r.secretRef(v.Cinder.SecretRef)
+	case v.ScaleIO != nil:
+		r.secretRef(v.ScaleIO.SecretRef)
+	case v.StorageOS != nil:
+		if v.StorageOS.SecretRef != nil {
+			r.secret(v.StorageOS.SecretRef.Name)
+		}
+	case v.AzureFile != nil:
+		r.secret(v.AzureFile.SecretName)
 	}
 }

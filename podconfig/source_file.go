@@ -95,129 +95,167 @@ func (s *FileSource) Run(ctx context.Context, out chan<- nodekit.PodUpdate) erro
 	if s.clock == nil {
 		return errors.New("podconfig: file source: clock is nil")
 	}
-	logger := klog.FromContext(ctx)
-	rep := newReporter(s.o.onError)
-
-	var w *fsnotify.Watcher
-	startWatch := func() {
-		if w != nil || s.noWatch {
-			return
-		}
-		nw, err := fsnotify.NewWatcher()
-		if err == nil {
-			if err = nw.Add(s.dir); err != nil {
-				_ = nw.Close()
-			}
-		}
-		if err != nil {
-			rep.report(ctx, "inotify", fmt.Errorf("watch %s (re-reading every %v instead): %w", s.dir, s.o.period, err))
-			return
-		}
-		rep.clear("inotify")
-		w = nw
-	}
-	stopWatch := func() {
-		if w != nil {
-			_ = w.Close()
-			w = nil
-		}
-	}
-	defer stopWatch()
-
-	var sent []*v1.Pod // a copy of the last SET
-	first := true
-	send := func() bool {
-		pods := s.snapshot()
-		if !first && equality.Semantic.DeepEqual(pods, sent) {
-			return true
-		}
-		keep := copyPods(pods)
-		select {
-		case out <- nodekit.PodUpdate{Op: nodekit.SET, Pods: pods, Source: s.Name()}:
-			first, sent = false, keep
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	reportAll := func(results map[string]error) {
-		for _, path := range slices.Sorted(maps.Keys(results)) {
-			if err := results[path]; err != nil {
-				rep.report(ctx, path, err)
-			} else if rep.clear(path) {
-				logger.Info("Manifest problem resolved", "path", path)
-			}
-		}
-	}
-	handle := func(ev fsnotify.Event) {
-		path := filepath.Clean(ev.Name)
-		switch {
-		case path == s.dir:
-			// The directory (or single file) itself went away or was
-			// replaced, and its watch with it: re-read, watch again (or,
-			// if it is not back yet, on a later tick).
-			stopWatch()
-			reportAll(s.rescan(ctx))
-			startWatch()
-		case strings.HasPrefix(filepath.Base(path), "."):
-		default:
-			reportAll(map[string]error{path: s.refresh(ctx, path)})
-		}
-	}
+	r := &fileRun{s: s, out: out, rep: newReporter(s.o.onError), logger: klog.FromContext(ctx), first: true}
+	defer r.stopWatch()
 
 	// Watch before the first read, so no change between the two is missed.
-	startWatch()
+	r.startWatch(ctx)
 	// The timer is armed before each send, so a receiver that has the SET
 	// knows the next re-read is already scheduled.
 	timer := s.clock.NewTimer(s.o.period)
 	defer timer.Stop()
-	reportAll(s.rescan(ctx))
-	if !send() {
+	r.reportAll(ctx, s.rescan(ctx))
+	if !r.send(ctx) {
 		return ctx.Err()
 	}
 	for {
-		var events <-chan fsnotify.Event
-		var errs <-chan error
-		if w != nil {
-			events, errs = w.Events, w.Errors
+		changed, running := r.next(ctx, timer)
+		if !running {
+			return ctx.Err()
 		}
+		if changed && !r.send(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+// fileRun is the state of one Run of a FileSource: its inotify watch (nil
+// while there is none), the problems it has reported and the last SET it
+// sent.
+type fileRun struct {
+	s      *FileSource
+	out    chan<- nodekit.PodUpdate
+	rep    *reporter
+	logger klog.Logger
+
+	w     *fsnotify.Watcher
+	sent  []*v1.Pod // a copy of the last SET
+	first bool      // no SET sent yet
+}
+
+// next waits for the next reason to look at the manifests again (the
+// period, inotify events or an inotify error) and acts on it. It returns
+// whether the pods may have changed, so a SET is due if they did, and false
+// for running once ctx is done.
+func (r *fileRun) next(ctx context.Context, timer clock.Timer) (changed, running bool) {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if r.w != nil {
+		events, errs = r.w.Events, r.w.Errors
+	}
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-timer.C():
+		timer.Reset(r.s.o.period)
+		r.startWatch(ctx)
+		r.reportAll(ctx, r.s.rescan(ctx))
+	case ev, ok := <-events:
+		if !ok {
+			r.stopWatch()
+			return false, true
+		}
+		r.handle(ctx, ev)
+		r.drainBurst(ctx)
+	case err, ok := <-errs:
+		if !ok {
+			r.stopWatch()
+			return false, true
+		}
+		// An overflow lost events; any other error may have too.
+		r.rep.report(ctx, "inotify", fmt.Errorf("watch %s: %w", r.s.dir, err))
+		r.reportAll(ctx, r.s.rescan(ctx))
+	}
+	return true, true
+}
+
+// drainBurst handles the events already queued (the rest of a burst such
+// as create, write, chmod), so one SET covers them all.
+func (r *fileRun) drainBurst(ctx context.Context) {
+	for drained := false; !drained && r.w != nil; {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-timer.C():
-			timer.Reset(s.o.period)
-			startWatch()
-			reportAll(s.rescan(ctx))
-		case ev, ok := <-events:
+		case ev, ok := <-r.w.Events:
 			if !ok {
-				stopWatch()
-				continue
+				r.stopWatch()
+			} else {
+				r.handle(ctx, ev)
 			}
-			handle(ev)
-			// Take the rest of a burst (create, write, chmod) before sending.
-			for drained := false; !drained && w != nil; {
-				select {
-				case ev, ok := <-w.Events:
-					if !ok {
-						stopWatch()
-					} else {
-						handle(ev)
-					}
-				default:
-					drained = true
-				}
-			}
-		case err, ok := <-errs:
-			if !ok {
-				stopWatch()
-				continue
-			}
-			// An overflow lost events; any other error may have too.
-			rep.report(ctx, "inotify", fmt.Errorf("watch %s: %w", s.dir, err))
-			reportAll(s.rescan(ctx))
+		default:
+			drained = true
 		}
-		if !send() {
-			return ctx.Err()
+	}
+}
+
+// handle re-reads what one inotify event is about. Dot files are ignored.
+func (r *fileRun) handle(ctx context.Context, ev fsnotify.Event) {
+	path := filepath.Clean(ev.Name)
+	switch {
+	case path == r.s.dir:
+		// The directory (or single file) itself went away or was
+		// replaced, and its watch with it: re-read, watch again (or,
+		// if it is not back yet, on a later tick).
+		r.stopWatch()
+		r.reportAll(ctx, r.s.rescan(ctx))
+		r.startWatch(ctx)
+	case strings.HasPrefix(filepath.Base(path), "."):
+	default:
+		r.reportAll(ctx, map[string]error{path: r.s.refresh(ctx, path)})
+	}
+}
+
+// startWatch sets up the inotify watch of the path if there is none (and
+// inotify is not turned off). A failure is reported, and the periodic
+// re-read stands in until a later tick manages it.
+func (r *fileRun) startWatch(ctx context.Context) {
+	if r.w != nil || r.s.noWatch {
+		return
+	}
+	nw, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = nw.Add(r.s.dir); err != nil {
+			_ = nw.Close()
+		}
+	}
+	if err != nil {
+		r.rep.report(ctx, "inotify", fmt.Errorf("watch %s (re-reading every %v instead): %w", r.s.dir, r.s.o.period, err))
+		return
+	}
+	r.rep.clear("inotify")
+	r.w = nw
+}
+
+func (r *fileRun) stopWatch() {
+	if r.w != nil {
+		_ = r.w.Close()
+		r.w = nil
+	}
+}
+
+// send sends the pods in force as a SET, unless they are what the last
+// SET held. It returns false if ctx ended first.
+func (r *fileRun) send(ctx context.Context) bool {
+	pods := r.s.snapshot()
+	if !r.first && equality.Semantic.DeepEqual(pods, r.sent) {
+		return true
+	}
+	keep := copyPods(pods)
+	select {
+	case r.out <- nodekit.PodUpdate{Op: nodekit.SET, Pods: pods, Source: r.s.Name()}:
+		r.first, r.sent = false, keep
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// reportAll reports the problem of each path, in path order, and logs the
+// paths whose earlier problem is gone.
+func (r *fileRun) reportAll(ctx context.Context, results map[string]error) {
+	for _, path := range slices.Sorted(maps.Keys(results)) {
+		if err := results[path]; err != nil {
+			r.rep.report(ctx, path, err)
+		} else if r.rep.clear(path) {
+			r.logger.Info("Manifest problem resolved", "path", path)
 		}
 	}
 }

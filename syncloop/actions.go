@@ -89,43 +89,74 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 		ContainersToKill: map[nodekit.ContainerID]nodekit.KillInfo{},
 	}
 	if create {
-		hasStatuses := st != nil && len(st.Containers) > 0
-		if !restartOnFailure(pod) && attempt != 0 && hasStatuses {
-			// A Never pod whose sandbox died is done: it will not run again.
-			a.CreateSandbox = false
-			return a
-		}
-		var start []int
-		for i := range pod.Spec.Containers {
-			c := &pod.Spec.Containers[i]
-			cs := st.FindContainer(c.Name)
-			if cs != nil && cs.State == nodekit.StateExited && cs.ExitCode == 0 && runOnce(pod, c) {
-				continue
-			}
-			start = append(start, i)
-		}
-		if len(start) == 0 && anyRegularCreated(pod, st) {
-			a.CreateSandbox = false
-			return a
-		}
-		if len(pod.Spec.InitContainers) > 0 {
-			a.InitContainersToStart = []int{0}
-			return a
-		}
-		a.ContainersToStart = start
+		newSandboxActions(pod, st, attempt, &a)
 		return a
 	}
-
 	// Ephemeral containers start once, whatever the other containers do.
-	for i := range pod.Spec.EphemeralContainers {
-		if st.FindContainer(pod.Spec.EphemeralContainers[i].Name) == nil {
-			a.EphemeralContainersToStart = append(a.EphemeralContainersToStart, i)
-		}
-	}
+	a.EphemeralContainersToStart = ephemeralToStart(pod, st)
 	if !initActions(pod, st, probes, hash, &a) || a.KillPod {
 		return a
 	}
+	regularActions(pod, st, probes, hash, &a)
+	return a
+}
 
+// newSandboxActions fills the actions of a pod whose sandbox is (re)made.
+// A pod that never restarts and has run in a sandbox before gets none; so
+// does one whose regular containers all finished for good. Otherwise the
+// pod starts over from its first init container, or, without init
+// containers, starts the regular containers still to run.
+func newSandboxActions(pod *v1.Pod, st *nodekit.PodStatus, attempt uint32, a *nodekit.PodActions) {
+	hasStatuses := st != nil && len(st.Containers) > 0
+	if !restartOnFailure(pod) && attempt != 0 && hasStatuses {
+		// A Never pod whose sandbox died is done: it will not run again.
+		a.CreateSandbox = false
+		return
+	}
+	start := regularToRerun(pod, st)
+	if len(start) == 0 && anyRegularCreated(pod, st) {
+		a.CreateSandbox = false
+		return
+	}
+	if len(pod.Spec.InitContainers) > 0 {
+		a.InitContainersToStart = []int{0}
+		return
+	}
+	a.ContainersToStart = start
+}
+
+// regularToRerun lists, in spec order, the regular containers a new sandbox
+// runs: all but those that exited 0 and are not restarted after success.
+func regularToRerun(pod *v1.Pod, st *nodekit.PodStatus) []int {
+	var start []int
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		cs := st.FindContainer(c.Name)
+		if cs != nil && cs.State == nodekit.StateExited && cs.ExitCode == 0 && runOnce(pod, c) {
+			continue
+		}
+		start = append(start, i)
+	}
+	return start
+}
+
+// ephemeralToStart lists the ephemeral containers the runtime has never
+// had; each runs at most once.
+func ephemeralToStart(pod *v1.Pod, st *nodekit.PodStatus) []int {
+	var start []int
+	for i := range pod.Spec.EphemeralContainers {
+		if st.FindContainer(pod.Spec.EphemeralContainers[i].Name) == nil {
+			start = append(start, i)
+		}
+	}
+	return start
+}
+
+// regularActions fills the regular-container part of the actions of an
+// initialized pod in its current sandbox: start those not running that
+// should (killing one in an unknown state first), kill the running ones
+// killRunning condemns, and stop the whole pod when nothing would run.
+func regularActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64, a *nodekit.PodActions) {
 	keep := 0
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
@@ -140,36 +171,55 @@ func computeActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, has
 			}
 			continue
 		}
-		restart := restartOnFailure(pod)
-		if c.RestartPolicy != nil {
-			restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
-		}
-		var msg, reason string
-		var grace *time.Duration
-		if hash != nil && cs.Hash != 0 && cs.Hash != hash(c) {
-			msg, restart = fmt.Sprintf("Container %s definition changed", c.Name), true
-		} else if r, ok := probe(probes, Liveness, cs.ID); ok && r == ProbeFailure {
-			msg, reason = fmt.Sprintf("Container %s failed liveness probe", c.Name), reasonLivenessProbe
-			grace = probeGrace(pod, c.LivenessProbe)
-		} else if r, ok := probe(probes, Startup, cs.ID); ok && r == ProbeFailure {
-			msg, reason = fmt.Sprintf("Container %s failed startup probe", c.Name), reasonStartupProbe
-			grace = probeGrace(pod, c.StartupProbe)
-		} else {
+		kill, restart, condemned := killRunning(pod, c, cs, probes, hash)
+		if !condemned {
 			keep++
 			continue
 		}
 		if restart {
-			msg += ", will be restarted"
 			a.ContainersToStart = append(a.ContainersToStart, i)
 		}
-		a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: cs.Name, Container: c, Reason: reason, Message: msg, GracePeriod: grace}
+		a.ContainersToKill[cs.ID] = kill
 	}
 	if keep == 0 && len(a.ContainersToStart) == 0 {
 		// Nothing runs and nothing will: stop the sandbox (and sidecars).
 		a.KillPod = true
 		a.InitContainersToStart = nil
 	}
-	return a
+}
+
+// killRunning decides whether running regular container c (status cs) is
+// killed, and whether it then starts again. A changed spec (hash) kills and
+// restarts it whatever its restart policy; a failed liveness probe, else a
+// failed startup probe, kills it with the probe's grace period and restarts
+// it if its restart policy allows. condemned is false when it keeps running.
+func killRunning(pod *v1.Pod, c *v1.Container, cs *nodekit.ContainerStatus, probes ProbeResults, hash func(*v1.Container) uint64) (kill nodekit.KillInfo, restart, condemned bool) {
+	restart = containerRestarts(pod, c)
+	var msg, reason string
+	var grace *time.Duration
+	switch {
+	case hash != nil && cs.Hash != 0 && cs.Hash != hash(c):
+		msg, restart = fmt.Sprintf("Container %s definition changed", c.Name), true
+	case probeFailed(probes, Liveness, cs.ID):
+		msg, reason = fmt.Sprintf("Container %s failed liveness probe", c.Name), reasonLivenessProbe
+		grace = probeGrace(pod, c.LivenessProbe)
+	case probeFailed(probes, Startup, cs.ID):
+		msg, reason = fmt.Sprintf("Container %s failed startup probe", c.Name), reasonStartupProbe
+		grace = probeGrace(pod, c.StartupProbe)
+	default:
+		return nodekit.KillInfo{}, false, false
+	}
+	if restart {
+		msg += ", will be restarted"
+	}
+	return nodekit.KillInfo{Name: cs.Name, Container: c, Reason: reason, Message: msg, GracePeriod: grace}, restart, true
+}
+
+// probeFailed is whether the last result of the container's probe of that
+// kind is a failure.
+func probeFailed(p ProbeResults, kind ProbeKind, id nodekit.ContainerID) bool {
+	r, ok := probe(p, kind, id)
+	return ok && r == ProbeFailure
 }
 
 // probeGrace is a probe's own terminationGracePeriodSeconds, which
@@ -215,107 +265,168 @@ func anyRegularStarted(pod *v1.Pod, st *nodekit.PodStatus) bool {
 // initActions fills the init-container part of the actions and reports
 // whether the pod has initialized (regular containers may run). It walks the
 // init containers from the last to the first, as upstream, so that the
-// furthest progress decides what starts next.
+// furthest progress decides what starts next. An init container that failed
+// and may not restart kills the pod (and reports false).
 func initActions(pod *v1.Pod, st *nodekit.PodStatus, probes ProbeResults, hash func(*v1.Container) uint64, a *nodekit.PodActions) bool {
 	inits := pod.Spec.InitContainers
 	if len(inits) == 0 {
 		return true
 	}
-	initialized := anyRegularStarted(pod, st)
-	previous := initialized
-	var start []int
-	for i := len(inits) - 1; i >= 0; i-- {
+	p := initPlan{pod: pod, probes: probes, hash: hash, kills: a.ContainersToKill, last: len(inits) - 1,
+		initialized: anyRegularStarted(pod, st)}
+	// previous: a later init container (or a regular one) has made progress.
+	previous := p.initialized
+	for i := p.last; i >= 0; i-- {
 		c := &inits[i]
 		cs := st.FindContainer(c.Name)
 		if cs == nil {
 			if previous && podutil.IsSidecar(c) {
-				start = append(start, i)
+				p.start = append(p.start, i)
 			}
 			continue
 		}
 		if previous && !podutil.IsSidecar(c) {
 			continue
 		}
-		switch cs.State {
-		case nodekit.StateCreated:
-			start = append(start, i)
-		case nodekit.StateRunning:
-			if !podutil.IsSidecar(c) {
-				break // wait for it to finish
-			}
-			if c.StartupProbe != nil {
-				r, ok := probe(probes, Startup, cs.ID)
-				if !ok {
-					break
-				}
-				if r != ProbeSuccess {
-					if r == ProbeFailure {
-						a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonStartupProbe,
-							Message: fmt.Sprintf("Init container %s failed startup probe", c.Name), GracePeriod: probeGrace(pod, c.StartupProbe)}
-						start = append(start, i)
-					}
-					break
-				}
-			}
-			if i == len(inits)-1 {
-				initialized = true
-			} else if !previous {
-				start = append(start, i+1)
-			}
-			if hash != nil && cs.Hash != 0 && cs.Hash != hash(c) {
-				a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c,
-					Message: fmt.Sprintf("Init container %s definition changed", c.Name)}
-				start = append(start, i)
-				break
-			}
-			if c.LivenessProbe != nil {
-				if r, ok := probe(probes, Liveness, cs.ID); ok && r == ProbeFailure {
-					a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonLivenessProbe,
-						Message: fmt.Sprintf("Init container %s failed liveness probe", c.Name), GracePeriod: probeGrace(pod, c.LivenessProbe)}
-					start = append(start, i)
-				}
-			}
-		case nodekit.StateExited:
-			if podutil.IsSidecar(c) {
-				start = append(start, i)
-				break
-			}
-			if cs.ExitCode != 0 {
-				if !shouldRestart(c, &pod.Spec, cs.ExitCode) {
-					a.KillPod = true
-					a.InitContainersToStart = nil
-					return false
-				}
-				start = append(start, i)
-				break
-			}
-			if i == len(inits)-1 {
-				initialized = true
-			} else {
-				start = append(start, i+1)
-			}
-		default:
-			if !podutil.IsSidecar(c) {
-				restart := restartOnFailure(pod)
-				if c.RestartPolicy != nil {
-					restart = *c.RestartPolicy != v1.ContainerRestartPolicyNever
-				}
-				if !restart {
-					a.KillPod = true
-					a.InitContainersToStart = nil
-					return false
-				}
-			}
-			a.ContainersToKill[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonUnknown,
-				Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State)}
-			start = append(start, i)
+		if !p.container(i, c, cs, previous) {
+			a.KillPod = true
+			a.InitContainersToStart = nil
+			return false
 		}
 		previous = true
 	}
 	if !previous {
-		start = append(start, 0)
+		p.start = append(p.start, 0)
 	}
-	slices.Reverse(start)
-	a.InitContainersToStart = start
-	return initialized
+	slices.Reverse(p.start)
+	a.InitContainersToStart = p.start
+	return p.initialized
+}
+
+// initPlan is what initActions gathers on its walk: the init containers to
+// start (last first), the kills, and whether the pod has initialized.
+type initPlan struct {
+	pod    *v1.Pod
+	probes ProbeResults
+	hash   func(*v1.Container) uint64
+	last   int // index of the last init container
+
+	start       []int
+	kills       map[nodekit.ContainerID]nodekit.KillInfo
+	initialized bool
+}
+
+// container decides for init container i, which the runtime has, by its
+// state; previous says a later one has made progress. It returns false
+// when the pod must be killed.
+func (p *initPlan) container(i int, c *v1.Container, cs *nodekit.ContainerStatus, previous bool) bool {
+	switch cs.State {
+	case nodekit.StateCreated:
+		p.start = append(p.start, i)
+	case nodekit.StateRunning:
+		p.running(i, c, cs, previous)
+	case nodekit.StateExited:
+		return p.exited(i, c, cs)
+	default:
+		return p.unknown(i, c, cs)
+	}
+	return true
+}
+
+// running handles a running init container. A regular one is waited for.
+// A sidecar whose startup probe failed is restarted; once started, it lets
+// the next init container start (or, the last, initializes the pod), and is
+// restarted if its spec changed or its liveness probe failed.
+func (p *initPlan) running(i int, c *v1.Container, cs *nodekit.ContainerStatus, previous bool) {
+	if !podutil.IsSidecar(c) {
+		return // wait for it to finish
+	}
+	switch sidecarStartup(c, cs, p.probes) {
+	case startupPending:
+		return
+	case startupFailed:
+		p.kills[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonStartupProbe,
+			Message: fmt.Sprintf("Init container %s failed startup probe", c.Name), GracePeriod: probeGrace(p.pod, c.StartupProbe)}
+		p.start = append(p.start, i)
+		return
+	}
+	if i == p.last {
+		p.initialized = true
+	} else if !previous {
+		p.start = append(p.start, i+1)
+	}
+	if p.hash != nil && cs.Hash != 0 && cs.Hash != p.hash(c) {
+		p.kills[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c,
+			Message: fmt.Sprintf("Init container %s definition changed", c.Name)}
+		p.start = append(p.start, i)
+		return
+	}
+	if c.LivenessProbe != nil && probeFailed(p.probes, Liveness, cs.ID) {
+		p.kills[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonLivenessProbe,
+			Message: fmt.Sprintf("Init container %s failed liveness probe", c.Name), GracePeriod: probeGrace(p.pod, c.LivenessProbe)}
+		p.start = append(p.start, i)
+	}
+}
+
+// exited handles an init container that exited: a sidecar starts again; a
+// regular one that failed starts again if its restart rules say so, and
+// kills the pod (false) if not; one that succeeded lets the next start (or,
+// the last, initializes the pod).
+func (p *initPlan) exited(i int, c *v1.Container, cs *nodekit.ContainerStatus) bool {
+	if podutil.IsSidecar(c) {
+		p.start = append(p.start, i)
+		return true
+	}
+	if cs.ExitCode != 0 {
+		if !shouldRestart(c, &p.pod.Spec, cs.ExitCode) {
+			return false
+		}
+		p.start = append(p.start, i)
+		return true
+	}
+	if i == p.last {
+		p.initialized = true
+	} else {
+		p.start = append(p.start, i+1)
+	}
+	return true
+}
+
+// unknown handles an init container in an unknown state: it is killed and
+// started again, unless it is a regular one that may not restart, which
+// kills the pod (false).
+func (p *initPlan) unknown(i int, c *v1.Container, cs *nodekit.ContainerStatus) bool {
+	if !podutil.IsSidecar(c) && !containerRestarts(p.pod, c) {
+		return false
+	}
+	p.kills[cs.ID] = nodekit.KillInfo{Name: c.Name, Container: c, Reason: reasonUnknown,
+		Message: fmt.Sprintf("Init container is in %q state, try killing it before restart", cs.State)}
+	p.start = append(p.start, i)
+	return true
+}
+
+// startupState is where a running sidecar's startup probe leaves it.
+type startupState int
+
+const (
+	startupPending startupState = iota // no result yet, or unknown: wait
+	startupDone                        // no startup probe, or it succeeded
+	startupFailed                      // restart the sidecar
+)
+
+// sidecarStartup reads the startup probe of running sidecar c (status cs).
+func sidecarStartup(c *v1.Container, cs *nodekit.ContainerStatus, probes ProbeResults) startupState {
+	if c.StartupProbe == nil {
+		return startupDone
+	}
+	r, ok := probe(probes, Startup, cs.ID)
+	switch {
+	case !ok:
+		return startupPending
+	case r == ProbeSuccess:
+		return startupDone
+	case r == ProbeFailure:
+		return startupFailed
+	}
+	return startupPending
 }

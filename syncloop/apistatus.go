@@ -130,79 +130,104 @@ func containerStatuses(in statusInput, specs []v1.Container, old []v1.ContainerS
 	out := make([]v1.ContainerStatus, 0, len(specs))
 	for i := range specs {
 		c := &specs[i]
-		st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}},
-			VolumeMounts: volumeMountStatuses(c, in.rro)}
 		prev, hadOld := oldByName[c.Name]
-		if hadOld {
-			st.RestartCount = prev.RestartCount
-			st.LastTerminationState = prev.LastTerminationState
-			if prev.State.Terminated != nil {
-				st.VolumeMounts = prev.VolumeMounts
-			}
-		}
-		var newest, before *nodekit.ContainerStatus
-		if in.runtime != nil {
-			for _, rc := range in.runtime.Containers {
-				if rc.Name != c.Name {
-					continue
-				}
-				if newest == nil {
-					newest = rc
-				} else if before == nil {
-					before = rc
-					break
-				}
-			}
-		}
-		switch {
-		case newest != nil:
-			// As upstream: a container the runtime has carries the volume
-			// mounts of its last status (immutable), none without one.
-			st.VolumeMounts = nil
-			if hadOld {
-				st.VolumeMounts = prev.VolumeMounts
-			}
-			fillFromRuntime(&st, c, newest, in.probes)
-			if hadOld {
-				carryAcrossRemoval(&st, &prev, newest)
-			}
-			if before != nil && before.State == nodekit.StateExited {
-				st.LastTerminationState = v1.ContainerState{Terminated: terminated(before)}
-			}
-		case hadOld && in.restartingAll && prev.State.Waiting == nil:
-			// Removed to restart all the pod's containers: it waits to
-			// start again and counts one more restart, as upstream.
-			st = removedForRestartAll(prev)
-		case hadOld && (prev.State.Running != nil || prev.State.Terminated != nil) && in.terminal:
-			// The runtime lost a container the API saw: report it ended, as
-			// upstream does, rather than pretend it is being created.
-			st.State = v1.ContainerState{Terminated: podstatus.UnknownTermination()}
-			if prev.State.Terminated != nil {
-				st.State = prev.State
-			}
-			st.ImageID, st.ContainerID = prev.ImageID, prev.ContainerID
-		}
-		if init && !podutil.IsSidecar(c) {
-			// A regular init container is ready once it has completed, and
-			// not while it runs or after it failed, as upstream's prober
-			// manager reports it: Initialized reads this.
-			st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
-		}
-		if r, ok := in.reasons[c.Name]; ok && st.State.Running == nil && !in.terminal {
-			if st.State.Terminated != nil {
-				st.LastTerminationState = st.State
-			}
-			st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}}
-		}
-		if st.Started == nil || st.State.Running == nil {
-			// As upstream's prober manager: every status says whether its
-			// container has started, and one not running has not.
-			started := false
-			st.Started = &started
-		}
+		st := stateOf(&in, c, waiting, prev, hadOld)
+		finishStatus(&st, &in, c, init)
 		out = append(out, st)
 	}
 	return out
+}
+
+// stateOf is container c's status before the last sync's reasons apply:
+// waiting with the given reason and carrying restarts and the last
+// termination from its last status (prev, if hadOld), then, as the runtime
+// sees it, from its newest two instances; without one, a container removed
+// to restart them all, or one the runtime lost from a pod that is done.
+func stateOf(in *statusInput, c *v1.Container, waiting string, prev v1.ContainerStatus, hadOld bool) v1.ContainerStatus {
+	st := v1.ContainerStatus{Name: c.Name, Image: c.Image, State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: waiting}},
+		VolumeMounts: volumeMountStatuses(c, in.rro)}
+	if hadOld {
+		st.RestartCount = prev.RestartCount
+		st.LastTerminationState = prev.LastTerminationState
+		if prev.State.Terminated != nil {
+			st.VolumeMounts = prev.VolumeMounts
+		}
+	}
+	newest, before := newestTwo(in.runtime, c.Name)
+	switch {
+	case newest != nil:
+		// As upstream: a container the runtime has carries the volume
+		// mounts of its last status (immutable), none without one.
+		st.VolumeMounts = nil
+		if hadOld {
+			st.VolumeMounts = prev.VolumeMounts
+		}
+		fillFromRuntime(&st, c, newest, in.probes)
+		if hadOld {
+			carryAcrossRemoval(&st, &prev, newest)
+		}
+		if before != nil && before.State == nodekit.StateExited {
+			st.LastTerminationState = v1.ContainerState{Terminated: terminated(before)}
+		}
+	case hadOld && in.restartingAll && prev.State.Waiting == nil:
+		// Removed to restart all the pod's containers: it waits to
+		// start again and counts one more restart, as upstream.
+		st = removedForRestartAll(prev)
+	case hadOld && (prev.State.Running != nil || prev.State.Terminated != nil) && in.terminal:
+		// The runtime lost a container the API saw: report it ended, as
+		// upstream does, rather than pretend it is being created.
+		st.State = v1.ContainerState{Terminated: podstatus.UnknownTermination()}
+		if prev.State.Terminated != nil {
+			st.State = prev.State
+		}
+		st.ImageID, st.ContainerID = prev.ImageID, prev.ContainerID
+	}
+	return st
+}
+
+// newestTwo returns the runtime's newest instance of the named container
+// and the one before it (nil where there is none).
+func newestTwo(rs *nodekit.PodStatus, name string) (newest, before *nodekit.ContainerStatus) {
+	if rs == nil {
+		return nil, nil
+	}
+	for _, rc := range rs.Containers {
+		if rc.Name != name {
+			continue
+		}
+		if newest == nil {
+			newest = rc
+		} else if before == nil {
+			before = rc
+			break
+		}
+	}
+	return newest, before
+}
+
+// finishStatus sets what follows from container c's state: the readiness
+// of a regular init container, the last sync's waiting reason of one not
+// running (while the pod is not done), and started false for one not
+// running.
+func finishStatus(st *v1.ContainerStatus, in *statusInput, c *v1.Container, init bool) {
+	if init && !podutil.IsSidecar(c) {
+		// A regular init container is ready once it has completed, and
+		// not while it runs or after it failed, as upstream's prober
+		// manager reports it: Initialized reads this.
+		st.Ready = st.State.Terminated != nil && st.State.Terminated.ExitCode == 0
+	}
+	if r, ok := in.reasons[c.Name]; ok && st.State.Running == nil && !in.terminal {
+		if st.State.Terminated != nil {
+			st.LastTerminationState = st.State
+		}
+		st.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: r.Reason, Message: r.Message}}
+	}
+	if st.Started == nil || st.State.Running == nil {
+		// As upstream's prober manager: every status says whether its
+		// container has started, and one not running has not.
+		started := false
+		st.Started = &started
+	}
 }
 
 // volumeMountStatuses is the status of a container's volume mounts as

@@ -19,6 +19,16 @@ func restartOnFailure(pod *v1.Pod) bool {
 	return pod.Spec.RestartPolicy != v1.RestartPolicyNever
 }
 
+// containerRestarts is whether container c is started again after it
+// failed: its own restartPolicy if it has one (anything but Never), else
+// the pod's (anything but Never).
+func containerRestarts(pod *v1.Pod, c *v1.Container) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return restartOnFailure(pod)
+}
+
 // containerShouldStart decides whether a container that is not running
 // should be (re)started, given its newest status.
 func containerShouldStart(pod *v1.Pod, c *v1.Container, st *nodekit.ContainerStatus) bool {

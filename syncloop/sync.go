@@ -159,53 +159,18 @@ func (s *syncer) setStatus(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
 // ROOT/pods/UID.
 func PodDir(root string, uid types.UID) string { return filepath.Join(root, "pods", string(uid)) }
 
-// SyncPod brings a running pod toward its spec.
+// SyncPod brings a running pod toward its spec: it publishes the pod's
+// status, prepares what the pod needs before its sandbox, decides the
+// actions and has the runtime carry them out. It reports true once the pod
+// has reached a terminal phase.
 func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod, rs *nodekit.PodStatus) (bool, error) {
-	logger := klog.FromContext(ctx)
 	pod = s.allocated(ctx, pod)
-	old := s.oldStatus(pod)
-	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
+	st, done := s.syncStatus(ctx, pod, rs)
+	if done {
 		return true, nil
 	}
-	if deadlineExceeded(pod, old, s.clock.Now()) {
-		st := s.computeStatus(ctx, pod, rs, true)
-		st.Phase, st.Reason, st.Message = v1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
-		s.setStatus(ctx, pod, st)
-		s.events.Eventf(pod, v1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
-		return true, nil
-	}
-	st := s.computeStatus(ctx, pod, rs, false)
-	if (old.Phase == v1.PodPending || old.Phase == "") && st.Phase == v1.PodRunning {
-		s.metrics.ObservePodStarted(pod, firstSeen(pod), s.clock.Now())
-	}
-	s.setStatus(ctx, pod, st)
-	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
-		return true, nil
-	}
-
-	if s.workers != nil {
-		s.workers.AddPod(ctx, pod)
-	}
-	if podutil.IsStatic(pod) && s.mirror != nil {
-		if err := s.ensureMirror(ctx, pod, mirror); err != nil {
-			logger.Error(err, "Unable to create a mirror pod", "pod", klog.KObj(pod))
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(PodDir(s.rootDir, pod.UID), "containers"), 0o750); err != nil {
-		return false, fmt.Errorf("create pod directory: %w", err)
-	}
-	if s.volumes != nil {
-		if err := s.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
-			s.events.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
-			return false, fmt.Errorf("volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
-	}
-	if s.dra != nil && usesClaims(pod) {
-		// Before the sandbox, as upstream; prepared claims cost nothing.
-		if err := s.dra.PrepareResources(ctx, pod); err != nil {
-			s.events.Eventf(pod, v1.EventTypeWarning, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: %v", err)
-			return false, fmt.Errorf("dynamic resources of %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
+	if err := s.preparePod(ctx, pod, mirror); err != nil {
+		return false, err
 	}
 	if podstatus.IsRestartingAll(&st) {
 		// A container exited with a RestartAllContainers rule: remove them
@@ -231,18 +196,105 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		}
 		return false, nil
 	}
+	if err := s.runActions(ctx, pod, rs, actions, secrets); err != nil {
+		return false, err
+	}
+	if retry > 0 {
+		return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
+	}
+	return false, nil
+}
+
+// syncStatus computes and publishes the pod's status before its sync and
+// says whether the pod is done (its phase is terminal, before or now): a
+// pod past its activeDeadlineSeconds fails here with DeadlineExceeded. A
+// pod seen running for the first time is counted as started.
+func (s *syncer) syncStatus(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus) (v1.PodStatus, bool) {
+	old := s.oldStatus(pod)
+	if old.Phase == v1.PodSucceeded || old.Phase == v1.PodFailed {
+		return old, true
+	}
+	if deadlineExceeded(pod, old, s.clock.Now()) {
+		st := s.computeStatus(ctx, pod, rs, true)
+		st.Phase, st.Reason, st.Message = v1.PodFailed, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"
+		s.setStatus(ctx, pod, st)
+		s.events.Eventf(pod, v1.EventTypeNormal, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
+		return st, true
+	}
+	st := s.computeStatus(ctx, pod, rs, false)
+	if (old.Phase == v1.PodPending || old.Phase == "") && st.Phase == v1.PodRunning {
+		s.metrics.ObservePodStarted(pod, firstSeen(pod), s.clock.Now())
+	}
+	s.setStatus(ctx, pod, st)
+	return st, st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed
+}
+
+// preparePod readies what a pod needs before its sandbox, in upstream's
+// order: probe workers, the mirror pod of a static pod (a failure is only
+// logged), the pod directory, volumes, and dynamic resources.
+func (s *syncer) preparePod(ctx context.Context, pod, mirror *v1.Pod) error {
+	if s.workers != nil {
+		s.workers.AddPod(ctx, pod)
+	}
+	if podutil.IsStatic(pod) && s.mirror != nil {
+		if err := s.ensureMirror(ctx, pod, mirror); err != nil {
+			klog.FromContext(ctx).Error(err, "Unable to create a mirror pod", "pod", klog.KObj(pod))
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(PodDir(s.rootDir, pod.UID), "containers"), 0o750); err != nil {
+		return fmt.Errorf("create pod directory: %w", err)
+	}
+	if s.volumes != nil {
+		if err := s.volumes.WaitForAttachAndMount(ctx, pod); err != nil {
+			s.events.Eventf(pod, v1.EventTypeWarning, "FailedMount", "Unable to attach or mount volumes: %v", err)
+			return fmt.Errorf("volumes of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	if s.dra != nil && usesClaims(pod) {
+		// Before the sandbox, as upstream; prepared claims cost nothing.
+		if err := s.dra.PrepareResources(ctx, pod); err != nil {
+			s.events.Eventf(pod, v1.EventTypeWarning, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: %v", err)
+			return fmt.Errorf("dynamic resources of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return nil
+}
+
+// runActions has the runtime carry out the actions, with the pod's sandbox
+// options, records why each container start failed, runs the postStart
+// hooks and asks for a relist when the runtime acted. On failure it
+// publishes the status at once, so the reasons show before the next sync.
+func (s *syncer) runActions(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, actions nodekit.PodActions, secrets []v1.Secret) error {
 	sbOpts := nodekit.SandboxOptions{}
 	if s.sandbox != nil {
 		var err error
 		if sbOpts, err = s.sandbox(ctx, pod); err != nil {
 			s.events.Eventf(pod, v1.EventTypeWarning, "FailedCreatePodSandBox", "%v", err)
-			return false, err
+			return err
 		}
 	}
 	res := s.runtime.SyncPod(ctx, nodekit.SyncPodRequest{
 		Pod: pod, Status: rs, Actions: actions, PullSecrets: secrets, Sandbox: sbOpts, Options: s.options,
 	})
-	failedPulls := map[string]bool{} // each image's back-off grows once per sync
+	s.recordStartResults(pod, res)
+	s.runPostStartHooks(ctx, pod, res)
+	err := res.Err()
+	if err == nil && len(res.Results) > 0 && s.relist != nil {
+		s.relist.RequestRelist(ctx, pod.UID, pod.Name, pod.Namespace)
+	}
+	if err != nil {
+		// Show the failure reasons now rather than at the next sync.
+		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
+		return err
+	}
+	return nil
+}
+
+// recordStartResults keeps, per container the runtime tried to start, why
+// it waits (none after a success), and grows the image-pull back-off of
+// each image that failed to pull, once per sync.
+func (s *syncer) recordStartResults(pod *v1.Pod, res *nodekit.SyncResult) {
+	failedPulls := map[string]bool{}
 	for _, r := range res.Results {
 		if r.Action != nodekit.ActionStartContainer && r.Action != nodekit.ActionInitContainer {
 			continue
@@ -266,20 +318,6 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 			s.setReason(pod.UID, r.Target, &waitReason{Reason: string(nodekit.ErrRunContainer), Message: r.Err.Error()})
 		}
 	}
-	s.runPostStartHooks(ctx, pod, res)
-	err := res.Err()
-	if err == nil && len(res.Results) > 0 && s.relist != nil {
-		s.relist.RequestRelist(ctx, pod.UID, pod.Name, pod.Namespace)
-	}
-	if err != nil {
-		// Show the failure reasons now rather than at the next sync.
-		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
-		return false, err
-	}
-	if retry > 0 {
-		return false, &errRetryAfter{after: retry, err: errors.New("back-off")}
-	}
-	return false, nil
 }
 
 func nothingToDo(a nodekit.PodActions) bool {
