@@ -117,7 +117,7 @@ func TestSummaryPressureV2(t *testing.T) {
 	}
 	files["cg"+podCg+"/memory.max"] = "max\n"
 	files["cg"+podCg+"/c2/memory.max"] = "max\n" // c3 has none: no memory block, as cadvisor's HasMemory
-	delete(files, "cg"+podCg+"/c2/io.pressure") // a missing file gives zeros
+	delete(files, "cg"+podCg+"/c2/io.pressure")  // a missing file gives zeros
 	writeFiles(t, root, files)
 	sum, err := psiProvider(t, root).Summary(t.Context(), false)
 	if err != nil {
