@@ -412,6 +412,18 @@ func (m *Manager) PodCgroupName(pod *v1.Pod) (CgroupName, error) {
 	return name, nil
 }
 
+// PodCgroupPath is pod's cgroup as the path below every hierarchy's
+// mount point, in the driver's form: "/kubepods/burstable/pod<UID>" for
+// cgroupfs, the nested slices for systemd (what EnsurePod returns, without
+// creating anything). stats reads the pod's pressure there.
+func (m *Manager) PodCgroupPath(pod *v1.Pod) (string, error) {
+	name, err := m.PodCgroupName(pod)
+	if err != nil {
+		return "", err
+	}
+	return m.literal(name), nil
+}
+
 // EnsurePod creates pod's cgroup, or updates it, with the limits of
 // ResourceConfigForPod (and PodPidsLimit), and returns the cgroup parent
 // to give the runtime for the pod's sandbox: the literal path in the

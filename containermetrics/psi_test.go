@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/internal/itest"
+	"github.com/nodekit/nodekit/internal/psi"
 )
 
 // fakeCgroupV2 writes a cgroup v2 cgroup with cpu.stat and, if given,
@@ -112,10 +113,10 @@ func TestReadPSIMalformed(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cpu.pressure")
 	write(t, p, "some avg10=x total=12 extra\nbogus total=99\nfull avg300=2.5 total=-3\n\n")
 	got := readPSI(p)
-	if got.some.total != 12 || got.some.avg10 != 0 || got.full.total != 0 || got.full.avg300 != 2.5 {
+	if got.Some.Total != 12 || got.Some.Avg10 != 0 || got.Full.Total != 0 || got.Full.Avg300 != 2.5 {
 		t.Errorf("readPSI = %+v", got)
 	}
-	if z := readPSI(filepath.Join(t.TempDir(), "missing")); z != (psi{}) {
+	if z := readPSI(filepath.Join(t.TempDir(), "missing")); z != (psi.Stats{}) {
 		t.Errorf("missing file: %+v, want zeros", z)
 	}
 }

@@ -103,7 +103,8 @@ func cpuStats(c *runtimeapi.CpuUsage, now time.Time, rate func(CPUSample) (uint6
 	if c == nil {
 		return nil
 	}
-	out := &statsapi.CPUStats{Time: nsTime(c.Timestamp, now), UsageCoreNanoSeconds: u64v(c.UsageCoreNanoSeconds)}
+	out := &statsapi.CPUStats{Time: nsTime(c.Timestamp, now), UsageCoreNanoSeconds: u64v(c.UsageCoreNanoSeconds),
+		PSI: criPSI(c.Psi)}
 	if out.UsageCoreNanoSeconds != nil {
 		if r, ok := rate(CPUSample{UsageCoreNanoSeconds: *out.UsageCoreNanoSeconds, At: out.Time.Time}); ok {
 			out.UsageNanoCores = &r
@@ -121,7 +122,25 @@ func memoryStats(m *runtimeapi.MemoryUsage, now time.Time) *statsapi.MemoryStats
 	}
 	return &statsapi.MemoryStats{Time: nsTime(m.Timestamp, now), WorkingSetBytes: u64v(m.WorkingSetBytes),
 		UsageBytes: u64v(m.UsageBytes), RSSBytes: u64v(m.RssBytes), AvailableBytes: u64v(m.AvailableBytes),
-		PageFaults: u64v(m.PageFaults), MajorPageFaults: u64v(m.MajorPageFaults)}
+		PageFaults: u64v(m.PageFaults), MajorPageFaults: u64v(m.MajorPageFaults), PSI: criPSI(m.Psi)}
+}
+
+// criPSI converts the PSI a runtime may report (containerd 2 on cgroup
+// v2); the cgroup's own pressure files, when found, replace it.
+func criPSI(s *runtimeapi.PsiStats) *statsapi.PSIStats {
+	if s == nil {
+		return nil
+	}
+	data := func(d *runtimeapi.PsiData) statsapi.PSIData {
+		return statsapi.PSIData{Total: d.GetTotal(), Avg10: d.GetAvg10(), Avg60: d.GetAvg60(), Avg300: d.GetAvg300()}
+	}
+	return &statsapi.PSIStats{Some: data(s.Some), Full: data(s.Full)}
+}
+
+// containerIO is a container's IO block as upstream's CRI stats provider
+// makes it: always there, with the runtime's PSI if it reports one.
+func containerIO(c *runtimeapi.IoUsage, now time.Time) *statsapi.IOStats {
+	return &statsapi.IOStats{Time: nsTime(c.GetTimestamp(), now), PSI: criPSI(c.GetPsi())}
 }
 
 func addU64(a, b *uint64) *uint64 {

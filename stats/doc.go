@@ -19,6 +19,20 @@
 // kubelet_volume_stats_* gauges of the PVC-backed ones from the same
 // measurement.
 //
+// Pressure (PSI) blocks follow kubelet v1.37 on containerd (its CRI stats
+// provider takes them from cadvisor): cpu, memory and io psi for the node
+// (root cgroup), each pod (Config.PodCgroups locates its cgroup) and each
+// container (the pod cgroup's child named by the container ID, or
+// *-ID.scope). Under cgroup v2 they hold the cpu.pressure,
+// memory.pressure and io.pressure files (totals in microseconds, as
+// written; a missing file gives zeros); under cgroup v1 they are zero
+// blocks for the controllers the cgroup is in (a hybrid unified mount is
+// ignored). With onlyCPUAndMemory there are no io blocks. A container
+// whose cgroup is not found keeps the runtime's PSI (none from containerd
+// 1.6) and an io block with only a time; a pod without a cgroup gets no
+// PSI. A malformed pressure file leaves its block out (upstream's cadvisor
+// fails that cgroup's stats). SystemContainers are not reported.
+//
 // Provider serves server.StatsProvider, eviction.SummaryProvider and
 // gc.ImageFsStats. It does not act on the numbers.
 //

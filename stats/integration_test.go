@@ -2,6 +2,9 @@ package stats_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,7 +40,13 @@ func TestContainerdStats(t *testing.T) {
 			Command: []string{"sh", "-c", `x=$(head -c 16777216 /dev/zero | tr '\0' a); while true; do :; done`},
 		}}},
 	}
-	if err := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}}).Err(); err != nil {
+	// A pod cgroup of the test's own, as cgroupmgr would make it, so the
+	// Summary finds the pod's and the container's cgroups.
+	top := fmt.Sprintf("/nodekit-stats-test-%d", os.Getpid())
+	podCgroup := top + "/pod" + string(pod.UID)
+	t.Cleanup(func() { removeCgroup(top, podCgroup) })
+	if err := rt.SyncPod(ctx, nodekit.SyncPodRequest{Pod: pod, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}},
+		Sandbox: nodekit.SandboxOptions{CgroupParent: podCgroup}}).Err(); err != nil {
 		t.Fatalf("SyncPod: %v", err)
 	}
 	t.Cleanup(func() {
@@ -52,7 +61,8 @@ func TestContainerdStats(t *testing.T) {
 		}
 	})
 
-	p, err := stats.New(stats.Config{NodeName: "it", RootDir: t.TempDir(), PodLogsDir: logs, Runtime: rt, Pods: rt})
+	p, err := stats.New(stats.Config{NodeName: "it", RootDir: t.TempDir(), PodLogsDir: logs, Runtime: rt, Pods: rt,
+		PodCgroups: podCgroups{pod.UID: podCgroup}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +138,62 @@ func TestContainerdStats(t *testing.T) {
 	}
 	if n.Rlimit == nil || *n.Rlimit.MaxPID == 0 || n.Fs == nil || *n.Fs.CapacityBytes == 0 {
 		t.Errorf("rlimit %+v fs %+v", n.Rlimit, n.Fs)
+	}
+	checkPressure(t, sum, ps)
+}
+
+// checkPressure: the node, the pod and its container carry cpu, memory
+// and io PSI blocks, as kubelet v1.37 on containerd; under cgroup v1
+// (this project's CI machines) they are zeros, the hybrid unified mount's
+// pressure files notwithstanding.
+func checkPressure(t *testing.T, sum *statsapi.Summary, ps *statsapi.PodStats) {
+	t.Helper()
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	v2 := err == nil
+	c := ps.Containers[0]
+	for where, blocks := range map[string][3]*statsapi.PSIStats{
+		"node":      {sum.Node.CPU.PSI, sum.Node.Memory.PSI, ioPSI(sum.Node.IO)},
+		"pod":       {ps.CPU.PSI, ps.Memory.PSI, ioPSI(ps.IO)},
+		"container": {c.CPU.PSI, c.Memory.PSI, ioPSI(c.IO)},
+	} {
+		for i, b := range blocks {
+			res := []string{"cpu", "memory", "io"}[i]
+			switch {
+			case b == nil:
+				t.Errorf("%s %s: no psi block", where, res)
+			case !v2 && *b != (statsapi.PSIStats{}):
+				t.Errorf("%s %s: psi %+v under cgroup v1, want zeros", where, res, *b)
+			default:
+				t.Logf("%s %s psi (cgroup v2 %v): %+v", where, res, v2, *b)
+			}
+		}
+	}
+}
+
+func ioPSI(io *statsapi.IOStats) *statsapi.PSIStats {
+	if io == nil {
+		return nil
+	}
+	return io.PSI
+}
+
+type podCgroups map[types.UID]string
+
+func (f podCgroups) PodCgroup(uid types.UID) (string, bool) { p, ok := f[uid]; return p, ok }
+
+// removeCgroup removes the pod cgroup and its parent the runtime made
+// (its container cgroups are gone with the containers), in every
+// hierarchy.
+func removeCgroup(top, pod string) {
+	dirs := []string{"/sys/fs/cgroup"}
+	if entries, err := os.ReadDir("/sys/fs/cgroup"); err == nil {
+		for _, e := range entries {
+			dirs = append(dirs, filepath.Join("/sys/fs/cgroup", e.Name()))
+		}
+	}
+	for _, d := range dirs {
+		_ = os.Remove(filepath.Join(d, pod))
+		_ = os.Remove(filepath.Join(d, top))
 	}
 }
 

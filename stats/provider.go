@@ -75,6 +75,11 @@ type Config struct {
 	// (kubelet's volumeStatsAggPeriod). Zero means one minute; negative:
 	// never (kubelet's volumeStatsAggPeriod 0).
 	VolumeStatsPeriod time.Duration
+	// PodCgroups, if set, locates pod cgroups: the Summary then reports
+	// the pressure (PSI) of pods and of their containers (the child
+	// cgroups named by the container IDs), as kubelet. Without it only
+	// the node's (the root cgroup's) and what the runtime reports are.
+	PodCgroups PodCgroups
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -167,9 +172,12 @@ func (p *Provider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*stats
 	n.Memory = &statsapi.MemoryStats{Time: now, AvailableBytes: ptrTo(mem.Available), UsageBytes: ptrTo(mem.Usage),
 		WorkingSetBytes: ptrTo(mem.WorkingSet), RSSBytes: ptrTo(mem.RSS), PageFaults: ptrTo(mem.PageFaults),
 		MajorPageFaults: ptrTo(mem.MajorPageFaults)}
+	pr, _ := p.pressure(ctx, "/")
+	attachPressure(pr, n.CPU, n.Memory)
 	if onlyCPUAndMemory {
 		return n, nil
 	}
+	n.IO = ioStats(pr, now.Time)
 	if maxPID, running, err := m.PIDs(); err == nil {
 		n.Rlimit = &statsapi.RlimitStats{Time: now, MaxPID: &maxPID, NumOfRunningProcesses: &running}
 	} else {
@@ -319,6 +327,7 @@ func (p *Provider) podStats(ctx context.Context, onlyCPUAndMemory bool, node *st
 				ps.ProcessStats = &statsapi.ProcessStats{ProcessCount: u64v(l.Process.ProcessCount)}
 			}
 		}
+		p.podPressure(ctx, &ps, raw, !onlyCPUAndMemory, now)
 		if !onlyCPUAndMemory {
 			p.podStorage(ctx, &ps, node.Fs, now)
 		}

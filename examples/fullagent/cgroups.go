@@ -13,7 +13,9 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
+	"github.com/nodekit/nodekit/syncloop"
 )
 
 // podCgroups is the kubepods tree: a cgroup per pod under its QoS tier,
@@ -79,6 +81,30 @@ func newPodCgroups(ctx context.Context, cfg *kubeletv1beta1.KubeletConfiguration
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
 	return pc, nil
+}
+
+// statsCgroups locates pod cgroups for the Summary's pressure blocks:
+// the pod from the store, its cgroup path from the manager. Nil without
+// cgroupsPerQOS (no pod cgroups).
+func (pc *podCgroups) statsCgroups(pods *syncloop.PodStore) stats.PodCgroups {
+	if pc == nil || pc.m == nil {
+		return nil
+	}
+	return podCgroupLocator{m: pc.m, pods: pods}
+}
+
+type podCgroupLocator struct {
+	m    *cgroupmgr.Manager
+	pods *syncloop.PodStore
+}
+
+func (l podCgroupLocator) PodCgroup(uid types.UID) (string, bool) {
+	pod, ok := l.pods.GetPodByUID(uid)
+	if !ok {
+		return "", false
+	}
+	path, err := l.m.PodCgroupPath(pod)
+	return path, err == nil
 }
 
 // start creates kubepods and the QoS tiers.

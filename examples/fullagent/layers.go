@@ -480,7 +480,7 @@ func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.Eve
 	// Every volume of the agent's pods is measured every
 	// volumeStatsAggPeriod (0: none, as upstream).
 	scfg := stats.Config{NodeName: a.nodeName, RootDir: o.rootDir, PodLogsDir: a.cfg.PodLogsDir, Runtime: a.runtime, Pods: a.runtime,
-		Specs: a.pods, VolumeStatsPeriod: a.cfg.VolumeStatsAggPeriod.Duration}
+		Specs: a.pods, VolumeStatsPeriod: a.cfg.VolumeStatsAggPeriod.Duration, PodCgroups: a.cgroups.statsCgroups(a.pods)}
 	if scfg.VolumeStatsPeriod <= 0 {
 		scfg.VolumeStatsPeriod = -1
 	}
