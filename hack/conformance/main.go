@@ -3,7 +3,7 @@
 // node is fullagent — or, with --agent=kubelet, the upstream kubelet
 // v1.37.2 on the same machine and runtime, for comparison.
 //
-//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--procs=12] [--focus=REGEX]
+//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--serial] [--procs=12] [--focus=REGEX]
 //	go run ./hack/conformance compare DIR_A DIR_B
 //
 // --features adds the feature-gated NodeConformance specs of every gate
@@ -11,9 +11,25 @@
 // gates off by default Feature:OffByDefault, and alpha ones Alpha; both
 // stay out); --gated-only runs just those feature-gated specs. Each run
 // writes its report to OUT/AGENT-containerdVERSION (with -features or
-// -gated when given): junit.xml, logs/ and specs.txt, one
+// -gated when given; -serial or -serial-features with --serial):
+// junit.xml, logs/ and specs.txt, one
 // "passed|failed|skipped<TAB>spec" line per spec, sorted by spec. compare
 // prints the specs DIR_B passed and DIR_A did not, from their specs.txt.
+//
+// --serial runs the NodeConformance specs labelled Serial (with --features
+// also the gated ones of gates on by default), which the other sets leave
+// out, in one ginkgo process (--procs is ignored). In e2e.test v1.37.2 they
+// are the four image-pull specs of the Container Runtime blackbox test
+// ("when running a container with a new image"). For them the harness
+// starts the CNCF distribution registry on loopback (internal/localregistry,
+// TLS from its own CA, log in logs/registry.log), pushes every local image
+// to it under its upstream name and makes it containerd's only host for
+// registry.k8s.io and the other localcri.MirroredRegistries, so a pull with
+// imagePullPolicy Always goes over the wire; the images are still imported
+// beforehand for IfNotPresent. localhost:5000 is pulled over plain HTTP,
+// where the private-registry specs run agnhost's fake-registry-server in a
+// hostNetwork pod (the local agnhost image carries its /var/registry). Any
+// other registry name still resolves to a closed port on 127.0.0.1.
 //
 // It starts etcd + kube-apiserver (internal/localcp), kube-controller-manager
 // and kube-scheduler, a private containerd with the test images
@@ -27,7 +43,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -42,55 +57,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nodekit/nodekit/internal/cgroot"
-	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
-	"github.com/nodekit/nodekit/internal/localcp"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
 const nodeName = "conformance-node"
-
-// labelFilter selects the specs of a run; featuresFilter also lets in the
-// specs of feature gates on by default; gatedFilter lets in only those.
-const (
-	labelFilter    = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !/FeatureGate:/ && !/^Feature:/`
-	featuresFilter = `NodeConformance && !Serial && !Disruptive && !Flaky && !Alpha && !BetaOffByDefault && !/^Feature:/`
-	gatedFilter    = `(` + featuresFilter + `) && /FeatureGate:/`
-)
-
-// options are the command line of a run.
-type options struct {
-	agent, containerd, focus, out string
-	procs                         int
-	keep, features, gatedOnly     bool
-}
-
-// specSet is the set of specs the options select: "" (the non-gated
-// ones), "features" (those and the gated ones of gates on by default) or
-// "gated" (only the gated ones); it names the report directory too.
-func (o options) specSet() (string, error) {
-	switch {
-	case o.gatedOnly && o.features:
-		return "", errors.New("--gated-only and --features exclude each other")
-	case o.gatedOnly:
-		return "gated", nil
-	case o.features:
-		return "features", nil
-	}
-	return "", nil
-}
-
-// filterFor is the ginkgo label filter of a spec set.
-func filterFor(set string) string {
-	switch set {
-	case "features":
-		return featuresFilter
-	case "gated":
-		return gatedFilter
-	}
-	return labelFilter
-}
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "compare" {
@@ -112,6 +83,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "leave the cluster running after the tests (for debugging)")
 	flag.BoolVar(&o.features, "features", false, "also run the feature-gated specs of gates on by default in v1.37")
 	flag.BoolVar(&o.gatedOnly, "gated-only", false, "run only the feature-gated specs of gates on by default in v1.37")
+	flag.BoolVar(&o.serial, "serial", false, "run the Serial specs instead, in one process, with a local registry for their pulls")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -120,162 +92,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
 	}
-}
-
-func run(ctx context.Context, o options) error {
-	agent, procs, focus, keep := o.agent, o.procs, o.focus, o.keep
-	if agent != "fullagent" && agent != "kubelet" {
-		return fmt.Errorf("--agent=%q: want fullagent or kubelet", agent)
-	}
-	set, err := o.specSet()
-	if err != nil {
-		return err
-	}
-	containerd, err := localcri.ResolveVersion(o.containerd)
-	if err != nil {
-		return fmt.Errorf("--containerd: %w", err)
-	}
-	bin, err := localcp.FindBinDir()
-	if err != nil {
-		return err
-	}
-	for _, b := range []string{"kube-controller-manager", "kube-scheduler", "e2e.test", "ginkgo", "kubelet"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return fmt.Errorf("%s missing in %s: run bash hack/build-tools.sh conformance", b, bin)
-		}
-	}
-	out, _ := filepath.Abs(filepath.Join(o.out, reportName(agent, containerd, set)))
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "nkconf-")
-	if err != nil {
-		return err
-	}
-	if !keep {
-		defer os.RemoveAll(dir)
-		// After the agent stopped (stopProcs, below, runs first): its
-		// root's bind mount and its pods' volumes stay mounted otherwise.
-		defer func() {
-			if _, err := fsutil.UnmountBelow(dir); err != nil {
-				fmt.Fprintln(os.Stderr, "conformance:", err)
-			}
-		}()
-	}
-	var procsToStop []*exec.Cmd
-	stopProcs := func() {
-		if keep {
-			fmt.Println("conformance: --keep: cluster left running in", dir)
-			return
-		}
-		for i := len(procsToStop) - 1; i >= 0; i-- {
-			_ = procsToStop[i].Process.Signal(syscall.SIGTERM)
-			_ = procsToStop[i].Wait()
-		}
-		procsToStop = nil
-	}
-	defer stopProcs()
-
-	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr})
-	if err != nil {
-		return err
-	}
-	if !keep {
-		defer func() { _ = cp.Stop(context.WithoutCancel(ctx)) }()
-	}
-	cri, err := localcri.Start(ctx, localcri.Config{Dir: filepath.Join(dir, "cri"), Version: containerd, ConformanceImages: true})
-	if err != nil {
-		return err
-	}
-	fmt.Printf("conformance: node runtime containerd %s (%s)\n", cri.RuntimeVersion, cri.Version)
-	if !keep {
-		defer func() { _ = cri.Stop(context.WithoutCancel(ctx)) }()
-	}
-	logs := filepath.Join(out, "logs")
-	_ = os.MkdirAll(logs, 0o755)
-	start := func(path string, args ...string) error {
-		name := filepath.Base(path)
-		cmd := exec.Command(path, args...)
-		f, err := os.Create(filepath.Join(logs, name+".log"))
-		if err != nil {
-			return err
-		}
-		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		procsToStop = append(procsToStop, cmd)
-		return nil
-	}
-	if err := start(filepath.Join(bin, "kube-controller-manager"), "--kubeconfig="+cp.AdminKubeconfig,
-		"--controllers=*,-nodeipam", "--use-service-account-credentials=true",
-		"--service-account-private-key-file="+cp.ServiceAccountKeyFile, "--root-ca-file="+cp.CAFile,
-		"--cluster-signing-cert-file="+cp.CAFile, "--cluster-signing-key-file="+cp.CAKeyFile,
-		"--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false"); err != nil {
-		return err
-	}
-	if err := start(filepath.Join(bin, "kube-scheduler"), "--kubeconfig="+cp.AdminKubeconfig, "--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false"); err != nil {
-		return err
-	}
-	nodeKubeconfig, err := cp.NodeKubeconfig(nodeName)
-	if err != nil {
-		return err
-	}
-	// The agent's kubepods tree lives under a cgroup of this run's own, so
-	// its orphaned-pod cleanup cannot meet another agent's pods.
-	cgRoot, err := cgroot.Create(fmt.Sprintf("nkconf-%s-%d", agent, os.Getpid()))
-	if err != nil {
-		return fmt.Errorf("cgroup root: %w", err)
-	}
-	if !keep {
-		defer func() {
-			// The agents first, or a kubelet recreates its QoS cgroups
-			// under the root being removed.
-			stopProcs()
-			_ = cgRoot.Remove()
-		}()
-	}
-	root := filepath.Join(dir, "agent")
-	if err := startAgent(agent, bin, root, nodeKubeconfig, cp.CAFile, cri, cgRoot.Name, start); err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cp.Admin)
-	if err != nil {
-		return err
-	}
-	if err := waitReady(ctx, client); err != nil {
-		return err
-	}
-	skips, err := readSkips("hack/conformance-skips.txt")
-	if err != nil {
-		return err
-	}
-	args := []string{"run", "-p", fmt.Sprintf("--procs=%d", procs), "--label-filter=" + filterFor(set),
-		"--junit-report=junit.xml", "--output-dir=" + out, "--timeout=80m", "--no-color"}
-	if len(skips) > 0 {
-		args = append(args, "--skip="+strings.Join(skips, "|"))
-	}
-	if focus != "" {
-		args = append(args, "--focus="+focus)
-	}
-	args = append(args, filepath.Join(bin, "e2e.test"), "--", "--kubeconfig="+cp.AdminKubeconfig,
-		"--provider=local", "--num-nodes=1", "--report-dir="+out, "--node-os-distro=debian")
-	g := exec.CommandContext(ctx, filepath.Join(bin, "ginkgo"), args...)
-	g.Stdout, g.Stderr = os.Stdout, os.Stderr
-	g.Env = append(os.Environ(), "KUBECONFIG="+cp.AdminKubeconfig)
-	runErr := g.Run()
-	specs, err := readJUnit(filepath.Join(out, "junit.xml"))
-	if err != nil {
-		return errors.Join(runErr, err)
-	}
-	if err := writeSpecs(filepath.Join(out, "specs.txt"), specs); err != nil {
-		return errors.Join(runErr, err)
-	}
-	passed, failed, skipped := count(specs)
-	fmt.Printf("conformance (%s): %d passed, %d failed, %d skipped\n", agent, passed, failed, skipped)
-	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
-	return nil
 }
 
 // startAgent starts fullagent (built from this checkout) or the upstream

@@ -82,7 +82,8 @@ func TestReportName(t *testing.T) {
 
 // The flags choose the spec set, and each set its label filter:
 // --gated-only is the --features filter narrowed to the FeatureGate-labelled
-// specs, and the two flags together are refused.
+// specs, and the two flags together are refused; --serial selects the
+// Serial specs the other sets leave out, with the same other exclusions.
 func TestSpecSetFilter(t *testing.T) {
 	for _, tc := range []struct {
 		o         options
@@ -91,6 +92,8 @@ func TestSpecSetFilter(t *testing.T) {
 		{options{}, "", labelFilter},
 		{options{features: true}, "features", featuresFilter},
 		{options{gatedOnly: true}, "gated", "(" + featuresFilter + ") && /FeatureGate:/"},
+		{options{serial: true}, "serial", strings.Replace(labelFilter, "!Serial", "Serial", 1)},
+		{options{serial: true, features: true}, "serial-features", strings.Replace(featuresFilter, "!Serial", "Serial", 1)},
 	} {
 		set, err := tc.o.specSet()
 		if err != nil || set != tc.set {
@@ -110,5 +113,13 @@ func TestSpecSetFilter(t *testing.T) {
 	}
 	if _, err := (options{gatedOnly: true, features: true}).specSet(); err == nil {
 		t.Error("--gated-only with --features accepted")
+	}
+	if _, err := (options{gatedOnly: true, serial: true}).specSet(); err == nil {
+		t.Error("--gated-only with --serial accepted")
+	}
+	for set, want := range map[string]bool{"": false, "features": false, "gated": false, "serial": true, "serial-features": true} {
+		if isSerial(set) != want {
+			t.Errorf("isSerial(%q) = %v, want %v", set, !want, want)
+		}
 	}
 }

@@ -45,6 +45,17 @@ type Config struct {
 	// and pods pull them for real. Registry names no mirror lists still
 	// resolve to a closed loopback port. Off by default.
 	Mirrors []Mirror
+	// PreloadImages, with Mirrors, imports every built image all the
+	// same: pods whose policy is IfNotPresent find theirs, and pulls
+	// (policy Always) still go to the mirror.
+	PreloadImages bool
+	// LocalhostRegistries are "localhost:PORT" names that containerd
+	// pulls from over plain HTTP on the node's loopback, where a
+	// hostNetwork pod serves them (upstream's private-registry specs pull
+	// FakeRegistryImage from agnhost's fake-registry-server). Other
+	// localhost names resolve to the closed port like every name no
+	// mirror lists.
+	LocalhostRegistries []string
 	// ConformanceImages also builds and imports the images only the
 	// upstream conformance specs use (NonewprivsImage, NginxImage; see
 	// BuildConformanceImages). The nonewprivs program is compiled with

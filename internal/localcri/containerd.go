@@ -107,6 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
+	if err := validateLocalhost(cfg.LocalhostRegistries); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
 	if err := validateMirrors(cfg.Mirrors); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
@@ -175,6 +178,9 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := writeMirrorConfig(l, cfg.Mirrors); err != nil {
 		return fail(fmt.Errorf("registry mirrors: %w", err))
 	}
+	if err := writeLocalhostConfig(l, cfg.LocalhostRegistries); err != nil {
+		return fail(fmt.Errorf("localhost registries: %w", err))
+	}
 	if err := writeCNIConfig(l, netw); err != nil {
 		return fail(fmt.Errorf("write CNI config: %w", err))
 	}
@@ -206,7 +212,7 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 		"binary", bins.containerd, "pid", pid, "socket", l.socket, "duration", time.Since(t0))
 
 	t0 = time.Now()
-	imported := imagesToImport(images, cfg.Mirrors)
+	imported := imagesToImport(images, cfg.Mirrors, cfg.PreloadImages)
 	if err := importImages(ctx, bins, l, c, imported); err != nil {
 		return fail(fmt.Errorf("%w (containerd log: %s)", err, logTail(l.logFile)))
 	}

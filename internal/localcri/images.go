@@ -165,9 +165,10 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 			cmd:        []string{"pause"},
 			extra: func(context.Context) ([]fileEntry, error) {
 				l, err := agnhostLayer(agnhost)
-				return append(append(l, tools...), bashAsSh(skipped)...), err
+				reg, rerr := fakeRegistryLayer(cacheDir, specs, baseInputs)
+				return append(append(append(l, reg...), tools...), bashAsSh(skipped)...), errors.Join(err, rerr)
 			},
-			inputs: append(append([]string{agnhostSum}, toolInputs...), bashAsShMarker(skipped)...),
+			inputs: append(append([]string{agnhostSum, fakeRegistryInput(specs, baseInputs)}, toolInputs...), bashAsShMarker(skipped)...),
 		})
 	}
 

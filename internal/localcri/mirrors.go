@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -101,11 +102,11 @@ func writeMirrorConfig(l layout, mirrors []Mirror) error {
 	return nil
 }
 
-// imagesToImport is what Start imports: every image, or with mirrors only
-// the pause image (the sandbox image must be there before any pull), so
-// that pods pull the rest from the mirror.
-func imagesToImport(images []ImageTar, mirrors []Mirror) []ImageTar {
-	if len(mirrors) == 0 {
+// imagesToImport is what Start imports: every image, or with mirrors and
+// without preload only the pause image (the sandbox image must be there
+// before any pull), so that pods pull the rest from the mirror.
+func imagesToImport(images []ImageTar, mirrors []Mirror, preload bool) []ImageTar {
+	if len(mirrors) == 0 || preload {
 		return images
 	}
 	var out []ImageTar
@@ -115,4 +116,35 @@ func imagesToImport(images []ImageTar, mirrors []Mirror) []ImageTar {
 		}
 	}
 	return out
+}
+
+// validateLocalhost checks that every name is "localhost:PORT".
+func validateLocalhost(names []string) error {
+	for i, n := range names {
+		host, port, err := net.SplitHostPort(n)
+		if err != nil || host != "localhost" || port == "" || strings.ContainsAny(port, "/\\") {
+			return fmt.Errorf("Config.LocalhostRegistries[%d] %q: want localhost:PORT", i, n)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			return fmt.Errorf("Config.LocalhostRegistries[%d] %q: bad port", i, n)
+		}
+	}
+	return nil
+}
+
+// writeLocalhostConfig writes the hosts.toml of each localhost name: the
+// same name over plain HTTP, and nothing else.
+func writeLocalhostConfig(l layout, names []string) error {
+	for _, n := range names {
+		url := "http://" + n
+		conf := fmt.Sprintf("# Written by nodekit internal/localcri: a registry on the node's loopback.\nserver = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", url, url)
+		d := filepath.Join(l.registries, n)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(d, "hosts.toml"), []byte(conf), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

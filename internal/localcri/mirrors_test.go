@@ -86,10 +86,10 @@ func TestMirrorHostsTOML(t *testing.T) {
 
 func TestImagesToImport(t *testing.T) {
 	all := []ImageTar{{Name: ImageBusybox}, {Name: ImagePause}, {Name: ImageAgnhost}}
-	if got := imagesToImport(all, nil); len(got) != 3 {
+	if got := imagesToImport(all, nil, false); len(got) != 3 {
 		t.Errorf("without mirrors: %v, want all", got)
 	}
-	if got := imagesToImport(all, []Mirror{{Host: "127.0.0.1:1"}}); len(got) != 1 || got[0].Name != ImagePause {
+	if got := imagesToImport(all, []Mirror{{Host: "127.0.0.1:1"}}, false); len(got) != 1 || got[0].Name != ImagePause {
 		t.Errorf("with mirrors: %v, want pause only", got)
 	}
 }
