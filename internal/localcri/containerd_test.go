@@ -226,37 +226,41 @@ func runOnce(ctx context.Context, t *testing.T, c *Containerd, cli *criClient, s
 		LogDirectory: logDir,
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
 	}
+	id, ctrID := startInSandbox(ctx, t, cli, sbCfg, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: s.image},
+		Command:  s.command,
+		Envs:     s.env,
+		LogPath:  "c.log",
+		Linux: &runtimeapi.LinuxContainerConfig{
+			SecurityContext: &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: s.readOnly},
+		},
+	})
+	code := waitExited(ctx, t, cli, ctrID)
+	data, err := os.ReadFile(filepath.Join(logDir, "c.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, code, criLogText(string(data))
+}
+
+// startInSandbox runs a sandbox of sbCfg and starts one container of cfg
+// in it, and returns the sandbox and container ids.
+func startInSandbox(ctx context.Context, t *testing.T, cli *criClient, sbCfg *runtimeapi.PodSandboxConfig, cfg *runtimeapi.ContainerConfig) (string, string) {
+	t.Helper()
 	sb, err := cli.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
 	if err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}
-	id := sb.GetPodSandboxId()
 	ctr, err := cli.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: id,
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
-			Image:    &runtimeapi.ImageSpec{Image: s.image},
-			Command:  s.command,
-			Envs:     s.env,
-			LogPath:  "c.log",
-			Linux: &runtimeapi.LinuxContainerConfig{
-				SecurityContext: &runtimeapi.LinuxContainerSecurityContext{ReadonlyRootfs: s.readOnly},
-			},
-		},
-		SandboxConfig: sbCfg,
-	})
+		PodSandboxId: sb.GetPodSandboxId(), Config: cfg, SandboxConfig: sbCfg})
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)
 	}
 	if _, err := cli.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
 		t.Fatalf("StartContainer: %v", err)
 	}
-	code := waitExited(ctx, t, cli, ctr.GetContainerId())
-	data, err := os.ReadFile(filepath.Join(logDir, "c.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id, code, criLogText(string(data))
+	return sb.GetPodSandboxId(), ctr.GetContainerId()
 }
 
 // waitExited waits up to a minute for a container to exit and returns its

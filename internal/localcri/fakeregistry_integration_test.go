@@ -98,28 +98,14 @@ func startFakeRegistry(ctx context.Context, t *testing.T, c *Containerd, cli *cr
 		LogDirectory: logDir,
 		Linux:        &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: hostNet}},
 	}
-	sb, err := cli.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
-	if err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	ctr, err := cli.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sb.GetPodSandboxId(),
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "registry"},
-			Image:    &runtimeapi.ImageSpec{Image: AgnhostImage},
-			Args:     []string{"fake-registry-server", "--private"},
-			LogPath:  "registry.log",
-			Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-				RunAsUser: uid, NamespaceOptions: hostNet}},
-		},
-		SandboxConfig: sbCfg,
+	startInSandbox(ctx, t, cli, sbCfg, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "registry"},
+		Image:    &runtimeapi.ImageSpec{Image: AgnhostImage},
+		Args:     []string{"fake-registry-server", "--private"},
+		LogPath:  "registry.log",
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			RunAsUser: uid, NamespaceOptions: hostNet}},
 	})
-	if err != nil {
-		t.Fatalf("CreateContainer: %v", err)
-	}
-	if _, err := cli.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: ctr.GetContainerId()}); err != nil {
-		t.Fatalf("StartContainer: %v", err)
-	}
 	if err := waitUnauthorized(ctx, "http://localhost:5000/v2/"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(logDir, "registry.log"))
 		t.Fatalf("fake registry: %v (log: %s)", err, log)

@@ -31,26 +31,11 @@ func TestContainerdRestartKeepsContainers(t *testing.T) {
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "sleeper", Namespace: "default", Uid: "sleeper-uid"},
 		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
 	}
-	sb, err := cli.runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: sbCfg})
-	if err != nil {
-		t.Fatalf("RunPodSandbox: %v", err)
-	}
-	ctr, err := cli.runtime.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
-		PodSandboxId: sb.GetPodSandboxId(),
-		Config: &runtimeapi.ContainerConfig{
-			Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
-			Image:    &runtimeapi.ImageSpec{Image: BusyboxImage},
-			Command:  []string{"sleep", "3600"},
-		},
-		SandboxConfig: sbCfg,
+	_, id := startInSandbox(ctx, t, cli, sbCfg, &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "c"},
+		Image:    &runtimeapi.ImageSpec{Image: BusyboxImage},
+		Command:  []string{"sleep", "3600"},
 	})
-	if err != nil {
-		t.Fatalf("CreateContainer: %v", err)
-	}
-	id := ctr.GetContainerId()
-	if _, err := cli.runtime.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: id}); err != nil {
-		t.Fatalf("StartContainer: %v", err)
-	}
 	before, err := cli.runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil {
 		t.Fatal(err)
