@@ -43,7 +43,10 @@ func TestNodeAPI(t *testing.T) {
 		t.Fatalf("pods: %.300s %v", b, err)
 	}
 
-	// /stats/summary through the API server: a busy pod shows CPU and memory.
+	// /stats/summary through the API server: a busy pod shows CPU and
+	// memory, and the pressure blocks kubelet v1.37 gives the node, the
+	// pod (found through its pod cgroup) and the container (zeros under
+	// cgroup v1).
 	e.createPod(t, simplePod("busy", v1.RestartPolicyAlways, "while true; do :; done"))
 	e.waitPod(t, "busy", 60*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 60*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -63,6 +66,9 @@ func TestNodeAPI(t *testing.T) {
 				if c.CPU != nil && c.CPU.UsageNanoCores != nil && *c.CPU.UsageNanoCores > 0 &&
 					c.Memory != nil && c.Memory.WorkingSetBytes != nil && *c.Memory.WorkingSetBytes > 0 {
 					t.Logf("stats/summary: busy uses %d nanocores and %d bytes", *c.CPU.UsageNanoCores, *c.Memory.WorkingSetBytes)
+					if missing := missingPSI(sum.Node.CPU, sum.Node.Memory, ps.CPU, ps.Memory, c.CPU, c.Memory); missing != "" {
+						t.Errorf("stats/summary: no pressure block for %s", missing)
+					}
 					return true, nil
 				}
 			}
@@ -72,4 +78,26 @@ func TestNodeAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal("stats/summary through the API server never showed the busy pod's CPU and memory")
 	}
+}
+
+// missingPSI names the first of node CPU, node memory, pod CPU, pod memory,
+// container CPU and container memory that has no pressure block.
+func missingPSI(nodeCPU *statsv1alpha1.CPUStats, nodeMem *statsv1alpha1.MemoryStats, podCPU *statsv1alpha1.CPUStats,
+	podMem *statsv1alpha1.MemoryStats, ctrCPU *statsv1alpha1.CPUStats, ctrMem *statsv1alpha1.MemoryStats) string {
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"the node's CPU", nodeCPU != nil && nodeCPU.PSI != nil},
+		{"the node's memory", nodeMem != nil && nodeMem.PSI != nil},
+		{"the pod's CPU", podCPU != nil && podCPU.PSI != nil},
+		{"the pod's memory", podMem != nil && podMem.PSI != nil},
+		{"the container's CPU", ctrCPU != nil && ctrCPU.PSI != nil},
+		{"the container's memory", ctrMem != nil && ctrMem.PSI != nil},
+	} {
+		if !c.ok {
+			return c.name
+		}
+	}
+	return ""
 }
