@@ -23,6 +23,9 @@ type perDisk struct {
 // where the cgroup did no block I/O.
 type blkioStats struct {
 	serviceBytes, serviced, queued, sectors, serviceTime, merged []perDisk
+	// The iocost controller's counters (v2 io.stat cost.usage, cost.wait,
+	// cost.indebt, cost.indelay; microseconds), under "Count".
+	costUsage, costWait, costIndebt, costIndelay []perDisk
 }
 
 // blkioFile names one counter file and the field it fills.
@@ -191,6 +194,14 @@ var blkioSeries = []series{
 		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.serviceBytes, "Read", count) }},
 	{name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", counter: true, extra: []string{"device"},
 		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.serviceBytes, "Write", count) }},
+	{name: "container_fs_io_cost_usage_seconds_total", help: "Cumulative IOCost usage in seconds", counter: true, extra: []string{"device"},
+		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.costUsage, "Count", us) }},
+	{name: "container_fs_io_cost_wait_seconds_total", help: "Cumulative IOCost wait in seconds", counter: true, extra: []string{"device"},
+		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.costWait, "Count", us) }},
+	{name: "container_fs_io_cost_indebt_seconds_total", help: "Cumulative IOCost debt in seconds", counter: true, extra: []string{"device"},
+		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.costIndebt, "Count", us) }},
+	{name: "container_fs_io_cost_indelay_seconds_total", help: "Cumulative IOCost delay in seconds", counter: true, extra: []string{"device"},
+		values: func(s *cgroupStats) []sample { return blkioSamples(s.blkio.costIndelay, "Count", us) }},
 	{name: "container_blkio_device_usage_total", help: "Blkio Device bytes usage", counter: true,
 		extra: []string{"device", "major", "minor", "operation"},
 		values: func(s *cgroupStats) []sample {
@@ -235,8 +246,10 @@ func opOf(name string) string {
 // readIoStatV2 reads a v2 cgroup's io.stat ("MAJOR:MINOR rbytes=N
 // wbytes=N rios=N wios=N ...") as the runtime's cgroup library maps it
 // onto the v1 tables: rbytes and wbytes to the bytes' Read and Write,
-// rios and wios to the serviced counts'. The rest (dbytes, cost.*) are
-// not served. A device listed with none of these four is left out.
+// rios and wios to the serviced counts', and the iocost controller's
+// cost.usage, cost.wait, cost.indebt and cost.indelay (present only where
+// it is enabled) to their own tables. dbytes and dios are not served. A
+// device is in a table only if its line has a field of that table.
 func readIoStatV2(dir string, devName func(major, minor uint64) string) blkioStats {
 	var b blkioStats
 	f, err := os.Open(filepath.Join(dir, "io.stat"))
@@ -254,31 +267,50 @@ func readIoStatV2(dir string, devName func(major, minor uint64) string) blkioSta
 		if n, err := fmt.Sscanf(w[0], "%d:%d", &maj, &min); err != nil || n != 2 {
 			continue
 		}
-		bytes, ios := map[string]uint64{}, map[string]uint64{}
-		for _, kv := range w[1:] {
-			k, val, _ := strings.Cut(kv, "=")
-			v, err := strconv.ParseUint(val, 10, 64)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "rbytes":
-				bytes["Read"] = v
-			case "wbytes":
-				bytes["Write"] = v
-			case "rios":
-				ios["Read"] = v
-			case "wios":
-				ios["Write"] = v
-			}
-		}
-		name := devName(maj, min)
-		if len(bytes) > 0 {
-			b.serviceBytes = append(b.serviceBytes, perDisk{major: maj, minor: min, device: name, ops: bytes})
-		}
-		if len(ios) > 0 {
-			b.serviced = append(b.serviced, perDisk{major: maj, minor: min, device: name, ops: ios})
-		}
+		b.addIoStatLine(maj, min, devName(maj, min), w[1:])
 	}
 	return b
+}
+
+// addIoStatLine adds one device's io.stat fields ("rbytes=N", ...) to b:
+// a table gets an entry for the device only when the line has a field of
+// it.
+func (b *blkioStats) addIoStatLine(maj, min uint64, name string, fields []string) {
+	ops := map[*[]perDisk]map[string]uint64{}
+	set := func(table *[]perDisk, op string, v uint64) {
+		if ops[table] == nil {
+			ops[table] = map[string]uint64{}
+		}
+		ops[table][op] = v
+	}
+	for _, kv := range fields {
+		k, val, _ := strings.Cut(kv, "=")
+		v, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "rbytes":
+			set(&b.serviceBytes, "Read", v)
+		case "wbytes":
+			set(&b.serviceBytes, "Write", v)
+		case "rios":
+			set(&b.serviced, "Read", v)
+		case "wios":
+			set(&b.serviced, "Write", v)
+		case "cost.usage":
+			set(&b.costUsage, "Count", v)
+		case "cost.wait":
+			set(&b.costWait, "Count", v)
+		case "cost.indebt":
+			set(&b.costIndebt, "Count", v)
+		case "cost.indelay":
+			set(&b.costIndelay, "Count", v)
+		}
+	}
+	for _, table := range []*[]perDisk{&b.serviceBytes, &b.serviced, &b.costUsage, &b.costWait, &b.costIndebt, &b.costIndelay} {
+		if o := ops[table]; o != nil {
+			*table = append(*table, perDisk{major: maj, minor: min, device: name, ops: o})
+		}
+	}
 }

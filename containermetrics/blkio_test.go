@@ -144,6 +144,48 @@ func TestReadIoStatV2(t *testing.T) {
 		b.serviced[0].ops["Read"] != 1 || b.serviced[0].ops["Write"] != 2 {
 		t.Errorf("io.stat: %+v", b)
 	}
+	if b.costUsage != nil || b.costWait != nil || b.costIndebt != nil || b.costIndelay != nil {
+		t.Errorf("iocost tables without cost.* fields: %+v", b)
+	}
+}
+
+// With the iocost controller, io.stat has cost.* fields (microseconds):
+// served per device as container_fs_io_cost_*_seconds_total, as cadvisor.
+func TestIoCostSeriesV2(t *testing.T) {
+	dir := t.TempDir()
+	cg, proc := filepath.Join(dir, "cgroup"), filepath.Join(dir, "proc")
+	fakeMachine(t, dir, proc)
+	write(t, filepath.Join(dir, "sys/block/vda/dev"), "254:0\n")
+	write(t, filepath.Join(cg, "cgroup.controllers"), "cpu memory io pids\n")
+	fakeCgroupV2(t, cg, "/", nil)
+	fakeCgroupV2(t, cg, "/kubepods", nil)
+	write(t, filepath.Join(cg, "kubepods", "io.stat"), "254:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0 "+
+		"cost.vrate=100.00 cost.usage=1500000 cost.wait=250000 cost.indebt=3 cost.indelay=0\n"+
+		"8:16 rbytes=1 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n")
+	c, err := New(Config{Roots: []string{"/kubepods"}, CgroupRoot: cg, ProcDir: proc, RootDir: dir,
+		Clock: clocktesting.NewFakePassiveClock(time.Unix(2000, 0))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.statfs = func(_ context.Context, _ string) (statfsResult, error) { return statfsResult{capacity: 1}, nil }
+	got := map[string]float64{}
+	for k, v := range gather(t, c) {
+		if strings.HasPrefix(k, "container_fs_io_cost_") {
+			got[k] = v
+		}
+	}
+	l := func(family string) string {
+		return "container_fs_io_cost_" + family + `_seconds_total{container="",device="/dev/vda",id="/kubepods",image="",name="",namespace="",pod=""}`
+	}
+	want := map[string]float64{l("usage"): 1.5, l("wait"): 0.25, l("indebt"): 3e-6, l("indelay"): 0}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d iocost series, want %d (none for 8:16, which has no cost fields): %v", len(got), len(want), got)
+	}
 }
 
 // TestRootBlkioAndFilesystemSameDevice: the root's blkio counters and its

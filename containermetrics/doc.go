@@ -30,7 +30,11 @@
 // service-time and queued series. Under v1 the blkio files are tried in
 // the order of the runtime's cgroup library (blkio.bfq.*, CFQ's
 // blkio.*_recursive, blkio.throttle.*_recursive, blkio.throttle.*);
-// under v2 io.stat's rbytes, wbytes, rios and wios. A device is named
+// under v2 io.stat's rbytes, wbytes, rios and wios, and, where the iocost
+// controller is on, its cost.usage, cost.wait, cost.indebt and
+// cost.indelay as container_fs_io_cost_{usage,wait,indebt,indelay}_
+// seconds_total (microseconds in seconds, a sample per device that has
+// them, as cadvisor). A device is named
 // /dev/NAME from RootDir/sys/block (read at start; loop, ram and sr left
 // out), else by the filesystem of that number, else "".
 //
@@ -59,9 +63,9 @@
 // emptyDir, so the block I/O families are compared too: under v1 on Linux
 // 6.18 the throttle counters count only below a throttle limit, which the
 // test sets, very high, on its cgroup root; without one kubelet serves
-// none of them for any cgroup), with these differences. Not served:
-// container_fs_io_cost_* (io.stat's cost.*, v2 with the iocost
-// controller only). ZFS usage comes from statfs, not libzfs.
+// none of them for any cgroup), with these differences. The iocost series
+// are tested on a fake v2 tree only (this host is v1). ZFS usage comes
+// from statfs, not libzfs.
 // container_oom_events_total counts the cgroup's own oom_kill (kubelet counts its OOM watcher's
 // events). Not served either, as kubelet does not serve them: the per-CPU
 // series and the topology and NUMA machine series.

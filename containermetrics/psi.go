@@ -33,7 +33,7 @@ func readPSI(path string) psi.Stats {
 
 func hasPressure(s *cgroupStats, _ identity) bool { return s.pressure != nil }
 
-// us is a PSI total (microseconds) in seconds.
+// us is microseconds (a PSI total, an iocost counter) in seconds.
 func us(v uint64) float64 { return float64(v) / 1e6 }
 
 // pressureSeries are cadvisor's PressureMetrics, which kubelet v1.37
