@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -30,8 +31,9 @@ type harness struct {
 	set        string // the spec set, see options.specSet
 	containerd string // the resolved containerd version
 	bin        string // the upstream binaries
-	out, logs  string // the report directory and its logs/
-	dir        string // the run's scratch directory
+	out, logs  string  // the report directory and its logs/
+	dir        string  // the run's scratch directory
+	info       runInfo // run.json, filled in as the run goes
 
 	cp       *localcp.ControlPlane
 	cri      *localcri.Containerd
@@ -83,7 +85,15 @@ func newHarness(o options) (*harness, error) {
 			return nil, fmt.Errorf("%s missing in %s: run bash hack/build-tools.sh conformance", b, bin)
 		}
 	}
-	h := &harness{o: o, set: set, containerd: containerd, bin: bin}
+	commit, dirty, err := checkout()
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{o: o, set: set, containerd: containerd, bin: bin, info: runInfo{Agent: o.agent,
+		Containerd: containerd, Set: set, Focus: o.focus, Procs: o.procs, Commit: commit, Dirty: dirty}}
+	if isSerial(set) {
+		h.info.Procs = 1
+	}
 	h.out, _ = filepath.Abs(filepath.Join(o.out, reportName(o.agent, containerd, set)))
 	h.logs = filepath.Join(h.out, "logs")
 	if err := os.MkdirAll(h.logs, 0o755); err != nil {
@@ -184,6 +194,7 @@ func (h *harness) startNode(ctx context.Context) error {
 		return err
 	}
 	h.cri = cri
+	h.info.RuntimeVersion = cri.RuntimeVersion
 	fmt.Printf("conformance: node runtime containerd %s (%s)\n", cri.RuntimeVersion, cri.Version)
 	h.onCleanup(func() { _ = cri.Stop(context.WithoutCancel(ctx)) })
 	if h.registry != nil {
@@ -258,7 +269,7 @@ func (h *harness) runSpecs(ctx context.Context) error {
 		args = append(args, "-p", fmt.Sprintf("--procs=%d", h.o.procs))
 	}
 	args = append(args, "--label-filter="+filterFor(h.set),
-		"--junit-report=junit.xml", "--output-dir="+h.out, "--timeout=80m", "--no-color")
+		"--junit-report=junit.xml", "--output-dir="+h.out, "--timeout="+h.o.timeout.String(), "--no-color")
 	if len(skips) > 0 {
 		args = append(args, "--skip="+strings.Join(skips, "|"))
 	}
@@ -270,7 +281,9 @@ func (h *harness) runSpecs(ctx context.Context) error {
 	g := exec.CommandContext(ctx, filepath.Join(h.bin, "ginkgo"), args...)
 	g.Stdout, g.Stderr = os.Stdout, os.Stderr
 	g.Env = append(os.Environ(), "KUBECONFIG="+h.cp.AdminKubeconfig)
+	h.info.Started = time.Now()
 	runErr := g.Run()
+	h.info.Finished = time.Now()
 	specs, err := readJUnit(filepath.Join(h.out, "junit.xml"))
 	if err != nil {
 		return errors.Join(runErr, err)
@@ -279,6 +292,10 @@ func (h *harness) runSpecs(ctx context.Context) error {
 		return errors.Join(runErr, err)
 	}
 	passed, failed, skipped := count(specs)
+	h.info.Passed, h.info.Failed, h.info.Skipped = passed, failed, skipped
+	if err := writeRunInfo(h.out, h.info); err != nil {
+		return errors.Join(runErr, err)
+	}
 	fmt.Printf("conformance (%s): %d passed, %d failed, %d skipped\n", h.o.agent, passed, failed, skipped)
 	fmt.Printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped)
 	return nil

@@ -5,6 +5,7 @@
 //
 //	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--serial] [--procs=12] [--focus=REGEX]
 //	go run ./hack/conformance compare DIR_A DIR_B
+//	go run ./hack/conformance table DIR...
 //
 // --features adds the feature-gated NodeConformance specs of every gate
 // that is on by default in v1.37 (the e2e framework labels the specs of
@@ -15,6 +16,12 @@
 // junit.xml, logs/ and specs.txt, one
 // "passed|failed|skipped<TAB>spec" line per spec, sorted by spec. compare
 // prints the specs DIR_B passed and DIR_A did not, from their specs.txt.
+// Each run also writes run.json: the agent, the runtime, the spec set, the
+// checkout's commit (and whether it had uncommitted changes), start and end
+// time and the counts. table prints the README's markdown table from
+// report directories (refusing runs of a checkout with uncommitted
+// changes); hack/conformance/results keeps the runs the README's tables
+// are made from, and TestReadmeTables checks the README against them.
 //
 // --serial runs the NodeConformance specs labelled Serial (with --features
 // also the gated ones of gates on by default), which the other sets leave
@@ -75,6 +82,17 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "table" {
+		if len(os.Args) < 3 {
+			fmt.Fprintln(os.Stderr, "usage: conformance table DIR...")
+			os.Exit(2)
+		}
+		if err := table(os.Stdout, os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	flag.StringVar(&o.agent, "agent", "fullagent", "the node agent: fullagent or kubelet")
 	flag.IntVar(&o.procs, "procs", 12, "ginkgo parallel processes")
@@ -85,6 +103,7 @@ func main() {
 	flag.BoolVar(&o.gatedOnly, "gated-only", false, "run only the feature-gated specs of gates on by default in v1.37")
 	flag.BoolVar(&o.serial, "serial", false, "run the Serial specs instead, in one process, with a local registry for their pulls")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
+	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "ginkgo's limit for the whole run (a --features run takes longer than the default on 2 cores)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -1,6 +1,9 @@
 package main
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // labelFilter selects the specs of a run; featuresFilter also lets in the
 // specs of feature gates on by default; gatedFilter lets in only those.
@@ -19,6 +22,7 @@ const (
 type options struct {
 	agent, containerd, focus, out     string
 	procs                             int
+	timeout                           time.Duration
 	keep, features, gatedOnly, serial bool
 }
 
