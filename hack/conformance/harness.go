@@ -28,9 +28,9 @@ const fakeRegistryHost = "localhost:5000"
 // harness is one run: what it started, in order, and how to undo it.
 type harness struct {
 	o          options
-	set        string // the spec set, see options.specSet
-	containerd string // the resolved containerd version
-	bin        string // the upstream binaries
+	set        string  // the spec set, see options.specSet
+	containerd string  // the resolved containerd version
+	bin        string  // the upstream binaries
 	out, logs  string  // the report directory and its logs/
 	dir        string  // the run's scratch directory
 	info       runInfo // run.json, filled in as the run goes
