@@ -26,8 +26,10 @@ import (
 type Config struct {
 	Runtime nodekit.Runtime
 	// Pods is the pod store the loop keeps: built first (NewPodStore) and
-	// handed to its readers too (statusmgr's Pods and Mirrors). Nil means
-	// the loop makes its own, readable through Loop.Store.
+	// handed to its readers too (statusmgr's Pods and Mirrors) and to the
+	// parts built before the loop that need its view of the pods
+	// (PodStore.ActivePods, KillPod, ...). Nil means the loop makes its
+	// own, readable through Loop.Store. A store serves one loop.
 	Pods *PodStore
 	// Cache is the PLEG's pod cache.
 	Cache PodCache
@@ -203,10 +205,14 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(instrumentationScope)
 	}
-	return &Loop{
+	l := &Loop{
 		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
-	}, nil
+	}
+	if !cfg.Pods.attach(l) {
+		return nil, errors.New("syncloop: Config.Pods is the pod store of another Loop")
+	}
+	return l, nil
 }
 
 // Run runs the loop until ctx is done, then waits for the pod workers to
