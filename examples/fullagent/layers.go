@@ -40,8 +40,9 @@ import (
 // The layers newAgent builds, in order. The pod store is built first on
 // the pod side and handed to the status manager, the probe relay and the
 // loop. The loop is built last; parts built before it that need its
-// workers' view (the resource, device and shutdown managers, eviction)
-// read a.loop through closures, and only once the agent runs.
+// workers' view (the resource, device, DRA and shutdown managers,
+// eviction and garbage collection, in-place resize) are handed the store,
+// which answers for the loop once syncloop.New has attached it.
 
 // newRuntimeSide builds the CRI runtime (and its image service), settles
 // the cgroup driver, the container log rotation and the PLEG, and returns
@@ -313,7 +314,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
 			return env.Envs(ctx, p, c, nil)
 		},
-		RecursiveReadOnly: rroSupport{a}, // runtimeclass.go
+		RecursiveReadOnly: rroSupport{a.runtime, a.classes}, // runtimeclass.go
 	}
 	if a.client != nil {
 		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
@@ -371,6 +372,9 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if err != nil {
 		return h, err
 	}
+	if err := a.newReclaimSide(ctx, o, recorder); err != nil {
+		return h, err
+	}
 	admitters, err := a.newAdmitters(ctx, recorder, h.node)
 	if err != nil {
 		return h, err
@@ -406,7 +410,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		DynamicResources:  draSync(a.dra),
 		Recorder:          recorder,
 		Options:           a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
-		Sandbox:           a.cgroups.sandbox(a.activePods, a.classes.sandbox(builder.Sandbox)),
+		Sandbox:           a.cgroups.sandbox(a.pods.ActivePods, a.classes.sandbox(builder.Sandbox)),
 		ContainerHash:     criruntime.HashContainer,
 		RootDir:           o.rootDir,
 		NodeIPs:           h.nodeIPs,
@@ -415,7 +419,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		Resizer:           a.resizer,
 		UpdateObservers:   a.updateObservers(recorder),
 		ResourceHealth:    resourceHealth(a.gates, a.devices, a.dra),
-		RecursiveReadOnly: rroSupport{a},
+		RecursiveReadOnly: rroSupport{a.runtime, a.classes},
 		TracerProvider:    a.tracer,
 	})
 	return h, err
@@ -427,23 +431,23 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 // (admission.DefaultChain).
 func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder, node admission.NodeGetter) ([]nodekit.Admitter, error) {
 	var err error
-	// The loop is built after; the managers ask it for active pods only
-	// once the agent runs.
-	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return a.loop.ActivePods() }, func() bool { return a.loop.SourcesReady() }, a.status); err != nil {
+	// The loop is built after: the managers read its view through the
+	// pod store.
+	if a.resources, err = a.newResources(ctx, a.pods.ActivePods, a.pods.SourcesReady, a.status); err != nil {
 		return nil, err
 	}
 	sysctls, err := sysctlAdmitter(a.cfg)
 	if err != nil {
 		return nil, err
 	}
-	if a.shutdown, err = a.newShutdown(a.cfg, recorder, func() *syncloop.Loop { return a.loop }); err != nil {
+	if a.shutdown, err = a.newShutdown(a.cfg, recorder, a.pods); err != nil {
 		return nil, err
 	}
-	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+	if a.devices, err = a.newDevices(ctx, a.pods.NotTerminatedPods, a.pods.SourcesReady); err != nil {
 		return nil, err
 	}
 	// The DRA manager is a handler of the plugin watcher: built first.
-	if a.dra, err = a.newDRA(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+	if a.dra, err = a.newDRA(ctx, a.pods.NotTerminatedPods, a.pods.SourcesReady); err != nil {
 		return nil, err
 	}
 	if a.plugins, err = a.newPluginWatcher(); err != nil {
@@ -456,11 +460,7 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 		return nil, err
 	}
 	return admission.DefaultChain(admission.ChainConfig{
-		// The eviction manager needs the loop, so it is built on the
-		// node side and joins the chain through a closure.
-		Eviction: nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
-			return a.reclaim.eviction.Admit(ctx, req)
-		}),
+		Eviction:  a.reclaim.eviction,
 		Sysctls:   sysctls,
 		Resources: a.resources.topology,
 		Devices:   a.devices,
@@ -472,10 +472,10 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	}), nil
 }
 
-// newNodeSide builds what serves and reports the node: stats, reclaim
-// (container and image GC, eviction), the node API and healthz servers,
-// and, when registering, the node status reporter and the Lease heartbeat.
-func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.EventRecorder, h host) error {
+// newReclaimSide builds stats and reclaim (container and image GC,
+// eviction) on the pod side, before the admission chain the eviction
+// manager is part of.
+func (a *agent) newReclaimSide(ctx context.Context, o *options, recorder record.EventRecorder) error {
 	var err error
 	// Every volume of the agent's pods is measured every
 	// volumeStatsAggPeriod (0: none, as upstream).
@@ -493,9 +493,15 @@ func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.Eve
 			return fmt.Errorf("stats: %w", err)
 		}
 	}
-	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
-		return err
-	}
+	a.reclaim, err = a.newReclaim(ctx, o, recorder)
+	return err
+}
+
+// newNodeSide builds what serves and reports the node: the node API and
+// healthz servers and, when registering, the node status reporter and the
+// Lease heartbeat.
+func (a *agent) newNodeSide(ctx context.Context, o *options, h host) error {
+	var err error
 	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, h.nodeIPs); err != nil {
 		return fmt.Errorf("node API: %w", err)
 	}
