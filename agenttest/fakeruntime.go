@@ -31,6 +31,8 @@ type FakeRuntime struct {
 	subscribers map[int]*fakeSubscriber
 	nextSub     int
 	eventsErr   error
+	// resizes holds each container's in-place resizes, oldest first.
+	resizes map[nodekit.ContainerID][]v1.ResourceRequirements
 }
 
 type fakeSubscriber struct {
@@ -51,7 +53,8 @@ var _ nodekit.Runtime = (*FakeRuntime)(nil)
 
 // NewFakeRuntime returns an empty fake runtime on the given clock.
 func NewFakeRuntime(clk clock.PassiveClock) *FakeRuntime {
-	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{}}
+	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{},
+		resizes: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
 }
 
 // FailImage makes every start of a container with this image, or that
@@ -108,6 +111,44 @@ func (f *FakeRuntime) ExitContainer(uid types.UID, name string, code int) error 
 		}
 	}
 	return fmt.Errorf("fake runtime: no running container %q in pod %s", name, uid)
+}
+
+// ResizeContainer resizes a running container in place, as CRI
+// UpdateContainerResources does (allocation.ContainerUpdater): the fake
+// records the resources (Resizes) and the call ("ResizeContainer ID").
+// A container that is not running is an error.
+func (f *FakeRuntime) ResizeContainer(_ context.Context, id nodekit.ContainerID, r v1.ResourceRequirements) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "ResizeContainer "+id.String())
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	for _, p := range f.pods {
+		for _, c := range p.containers {
+			if c.ID == id && c.State == nodekit.StateRunning {
+				f.resizes[id] = append(f.resizes[id], *r.DeepCopy())
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("fake runtime: no running container %s", id)
+}
+
+// Resizes returns the in-place resizes of the newest container of that
+// name in the pod, oldest first (ResizeContainer), and whether the pod has
+// such a container.
+func (f *FakeRuntime) Resizes(uid types.UID, name string) ([]v1.ResourceRequirements, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.pods[uid]; p != nil {
+		for _, c := range p.containers {
+			if c.Name == name {
+				return append([]v1.ResourceRequirements(nil), f.resizes[c.ID]...), true
+			}
+		}
+	}
+	return nil, false
 }
 
 // Calls returns the calls made so far, one line each ("SyncPod ns/name",

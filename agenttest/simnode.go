@@ -48,6 +48,17 @@ type SimOptions struct {
 	// scenario is deterministic without a synctest bubble. Run refuses a
 	// stepped node.
 	Clock *testingclock.FakeClock
+	// InPlaceResize runs in-place pod resize as fullagent does: package
+	// allocation's Manager (allocations in memory) allocates a pod's new
+	// resources when they fit beside the other active pods in Allocatable
+	// (admission's ResourceFit), or leaves the resize pending (Deferred,
+	// retried when a pod leaves), and the fake runtime applies it
+	// (FakeRuntime.Resizes); its events are recorded (Events). Off, a
+	// change of a running pod's resources is not acted on.
+	InPlaceResize bool
+	// Allocatable is the node's allocatable for resize decisions
+	// (default: 4 CPUs, 8Gi of memory, 110 pods).
+	Allocatable v1.ResourceList
 }
 
 // SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
@@ -94,9 +105,11 @@ type SimNode struct {
 	probeWake chan types.UID
 	rootDir   string
 	forward   nodekit.StatusSink
+	retries   <-chan types.UID // the resizer's retries of deferred resizes; nil without
 
 	mu        sync.Mutex
 	probes    map[probeKey]syncloop.ProbeResult
+	events    map[types.UID][]string
 	published map[types.UID][]v1.PodStatus
 	deleted   map[types.UID]bool
 	mirrors   map[string]*v1.Pod // by full name, as the simulated API server holds them
@@ -133,6 +146,7 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		rootDir:   dir,
 		forward:   opts.Sink,
 		probes:    map[probeKey]syncloop.ProbeResult{},
+		events:    map[types.UID][]string{},
 		published: map[types.UID][]v1.PodStatus{},
 		deleted:   map[types.UID]bool{},
 		mirrors:   map[string]*v1.Pod{},
@@ -142,6 +156,10 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk, RelistOnly: !opts.EventedPLEG})
 	n.store = syncloop.NewPodStore()
 	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk})
+	var resizer syncloop.Resizer
+	if err == nil {
+		resizer, err = n.newResizer(opts, clk)
+	}
 	if err == nil {
 		n.loop, err = syncloop.New(syncloop.Config{
 			Runtime: n.rt, Pods: n.store, Cache: cache, Status: n.status, Updates: n.updates,
@@ -155,6 +173,7 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 			Mirror:    simMirrors{n},
 			Admitters: opts.Admitters, RootDir: dir, NodeIPs: opts.NodeIPs,
 			Clock: clk, InlineWorkers: opts.Clock != nil,
+			Resizer: resizer, Recorder: simEvents{n},
 		})
 	}
 	if err != nil {
@@ -202,6 +221,9 @@ func (n *SimNode) Run(ctx context.Context) error {
 	n.pleg.Relist(ctx) // the PLEG is healthy before the loop's first look
 	wg.Go(func() { _ = n.pleg.Run(ctx) })
 	wg.Go(func() { _ = n.status.Run(ctx) })
+	if n.retries != nil {
+		wg.Go(func() { n.runRetries(ctx) })
+	}
 	err := n.loop.Run(ctx)
 	close(n.done)
 	wg.Wait()

@@ -13,10 +13,11 @@ import (
 
 // Step runs one round of a stepped node (SimOptions.Clock) at the clock's
 // current time, on the caller's goroutine: the PLEG relists, the loop
-// drains (pod updates, PLEG events, probe wakes, due syncs and every pod
-// worker step, inline), the status manager publishes, housekeeping runs,
-// and the loop drains and the status manager publishes once more (the
-// removals the sink's deletes send, the orphans housekeeping kills). It
+// drains (pod updates, PLEG events, probe wakes and the resizer's retries
+// of deferred resizes, due syncs and every pod worker step, inline), the
+// status manager publishes, housekeeping runs, and the loop drains and the
+// status manager publishes once more (the removals the sink's deletes
+// send, the orphans housekeeping kills). It
 // returns the loop's error: the runtime's health error while the runtime
 // is unavailable (nothing was synced), or ctx's.
 func (n *SimNode) Step(ctx context.Context) error {
@@ -24,6 +25,7 @@ func (n *SimNode) Step(ctx context.Context) error {
 		return errors.New("agenttest: Step needs a stepped SimNode (SimOptions.Clock)")
 	}
 	n.pleg.Relist(ctx)
+	n.forwardRetries()
 	if err := n.loop.Drain(ctx); err != nil {
 		return err
 	}
@@ -31,6 +33,7 @@ func (n *SimNode) Step(ctx context.Context) error {
 		return err
 	}
 	n.loop.Housekeeping(ctx)
+	n.forwardRetries()
 	if err := n.loop.Drain(ctx); err != nil {
 		return err
 	}
