@@ -64,7 +64,7 @@ type Manager struct {
 	// sync's restart: their resize is complete only once a later sync
 	// finds them running at the allocation, as upstream.
 	restarting map[types.UID]bool
-	retries  chan types.UID
+	retries    chan types.UID
 }
 
 // New opens (or creates) the checkpoints under cfg.RootDir.
@@ -92,7 +92,7 @@ func New(cfg Config) (*Manager, error) {
 			PodUsage: cfg.PodUsage, Actuated: act},
 		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{}, triggers: map[types.UID]string{},
 		restarting: map[types.UID]bool{},
-		retries: make(chan types.UID, retryBuffer),
+		retries:    make(chan types.UID, retryBuffer),
 	}, nil
 }
 
