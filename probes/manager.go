@@ -169,7 +169,7 @@ func (m *Manager) AddPod(ctx context.Context, pod *v1.Pod) {
 	}
 	for _, c := range probed(pod) {
 		for _, kind := range []Kind{Startup, Readiness, Liveness} {
-			if kind.spec(c) == nil {
+			if kindSpec(kind, c) == nil {
 				continue
 			}
 			key := workerKey{uid: pod.UID, container: c.Name, kind: kind}
@@ -246,7 +246,7 @@ func (m *Manager) stopLocked(w *worker, keepStarted bool) {
 		w.cancel()
 	}
 	if pod := w.pod.Load(); pod != nil {
-		m.metrics.ForgetProbe(w.key.kind.title(), pod.Namespace, pod.Name, string(pod.UID), w.key.container)
+		m.metrics.ForgetProbe(kindTitle(w.key.kind), pod.Namespace, pod.Name, string(pod.UID), w.key.container)
 	}
 	if m.workers[w.key] == w {
 		delete(m.workers, w.key)

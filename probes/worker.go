@@ -46,7 +46,7 @@ type worker struct {
 func newWorker(m *Manager, key workerKey, pod *v1.Pod, c *v1.Container) *worker {
 	w := &worker{m: m, key: key, container: *c, pokeCh: make(chan struct{}, 1)}
 	w.pod.Store(pod)
-	w.spec = withDefaults(*key.kind.spec(c), key.kind)
+	w.spec = withDefaults(*kindSpec(key.kind, c), key.kind)
 	w.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(x v1.Container) bool { return x.Name == c.Name })
 	switch key.kind {
@@ -216,7 +216,7 @@ func (w *worker) probe(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) {
 	if err != nil {
 		return // the handler could not run: no result this round
 	}
-	w.m.metrics.ObserveProbe(w.key.kind.title(), r.metricLabel(), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
+	w.m.metrics.ObserveProbe(kindTitle(w.key.kind), metricLabel(r), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
 	if r == w.last {
 		w.streak++
 	} else {

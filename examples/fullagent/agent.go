@@ -491,15 +491,6 @@ type discardSink struct{}
 func (discardSink) SetPodStatus(context.Context, *v1.Pod, *v1.PodStatus) error { return nil }
 func (discardSink) DeletePod(context.Context, *v1.Pod) error                   { return nil }
 
-// probeResults adapts the probe manager's results to the loop's types
-// (the same values under each package's own names).
-type probeResults struct{ m *probes.Manager }
-
-func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
-	r, ok := p.m.Result(probes.Kind(k), id)
-	return syncloop.ProbeResult(r), ok
-}
-
 // newPLEG builds the PLEG as kubelet v1.37 does, through pleg.New: the
 // generic PLEG, relisting every second; with the EventedPLEG gate (off by
 // default) and a runtime that streams container events, the evented PLEG

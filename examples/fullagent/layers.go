@@ -400,7 +400,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 			return a.pleg.Healthy()
 		},
 		Admitters:         admitters,
-		Probes:            probeResults{a.probes},
+		Probes:            a.probes,
 		ProbeWorkers:      a.probes,
 		ProbeUpdates:      a.probeRelay.Updates(),
 		Hooks:             hooks,
