@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Step runs one round of a stepped node (SimOptions.Clock) at the clock's
@@ -106,9 +107,9 @@ func (n *SimNode) Mirror(name, namespace string) (*v1.Pod, bool) {
 }
 
 const (
-	annotationSource = "kubernetes.io/config.source"
-	annotationHash   = "kubernetes.io/config.hash"
-	annotationMirror = "kubernetes.io/config.mirror"
+	annotationSource = podutil.ConfigSourceAnnotation
+	annotationHash   = podutil.ConfigHashAnnotation
+	annotationMirror = podutil.ConfigMirrorAnnotation
 )
 
 // simMirrors is the simulated API server's side of mirror pods: a mirror
@@ -123,7 +124,7 @@ func (s simMirrors) CreateMirrorPod(_ context.Context, static *v1.Pod) error {
 	m.Annotations[annotationSource] = nodekit.SourceAPI
 	m.Status = v1.PodStatus{}
 	s.n.mu.Lock()
-	s.n.mirrors[static.Name+"_"+static.Namespace] = m
+	s.n.mirrors[podutil.FullName(static)] = m
 	held := s.n.holdMirrors
 	if held {
 		s.n.heldMirrors = append(s.n.heldMirrors, m)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // updatesCapacity is the buffer of the Updates channel.
@@ -146,7 +147,7 @@ func probed(pod *v1.Pod) []*v1.Container {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podutil.IsSidecar(c) {
 			cs = append(cs, c)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
@@ -47,7 +48,7 @@ func newWorker(m *Manager, key workerKey, pod *v1.Pod, c *v1.Container) *worker 
 	w := &worker{m: m, key: key, container: *c, pokeCh: make(chan struct{}, 1)}
 	w.pod.Store(pod)
 	w.spec = withDefaults(*kindSpec(key.kind, c), key.kind)
-	w.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways &&
+	w.sidecar = podutil.IsSidecar(c) &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(x v1.Container) bool { return x.Name == c.Name })
 	switch key.kind {
 	case Readiness:

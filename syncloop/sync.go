@@ -428,7 +428,7 @@ func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
 		return nil
 	}
 	if mirror != nil {
-		if mirror.DeletionTimestamp == nil && mirror.Annotations["kubernetes.io/config.mirror"] == pod.Annotations["kubernetes.io/config.hash"] {
+		if mirror.DeletionTimestamp == nil && mirror.Annotations[podutil.ConfigMirrorAnnotation] == pod.Annotations[podutil.ConfigHashAnnotation] {
 			return nil
 		}
 		uid := mirror.UID
