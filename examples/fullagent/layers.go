@@ -413,6 +413,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		Sandbox:           a.cgroups.sandbox(a.pods.ActivePods, a.classes.sandbox(builder.Sandbox)),
 		ContainerHash:     criruntime.HashContainer,
 		RootDir:           o.rootDir,
+		Mounts:            mountPaths{volumemgr.HostMounter{}},
 		NodeIPs:           h.nodeIPs,
 		SyncPeriod:        a.cfg.SyncFrequency.Duration,
 		Metrics:           a.metrics,
@@ -539,4 +540,21 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 	}
 	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
 	return err
+}
+
+// mountPaths is the loop's MountLister over the volume manager's Mounter.
+type mountPaths struct{ m volumemgr.Mounter }
+
+var _ syncloop.MountLister = mountPaths{}
+
+func (p mountPaths) MountPaths(ctx context.Context) ([]string, error) {
+	mps, err := p.m.MountPoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(mps))
+	for i, mp := range mps {
+		out[i] = mp.Path
+	}
+	return out, nil
 }

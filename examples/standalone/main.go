@@ -113,4 +113,3 @@ func (logSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) 
 }
 
 func (logSink) DeletePod(context.Context, *v1.Pod) error { return nil }
-
