@@ -26,10 +26,14 @@
 //
 // A loop whose worker may be busy (a pod terminating for a long grace
 // period) also wants readiness and startup results in the pod's status at
-// once, as upstream's prober writes them: examples/fullagent's probe relay
-// reads Updates, records the results with the status manager's
-// SetContainerReadiness and SetContainerStartup, and passes the UIDs on
-// to the loop.
+// once, as upstream's prober writes them: a Relay reads Updates, records
+// the results with the status manager's SetContainerReadiness and
+// SetContainerStartup, and passes the UIDs on to the loop, with any other
+// wake-ups of the loop's pod workers beside them:
+//
+//	relay := probes.NewRelay(pm, statusMgr, store, resizer.Retries())
+//	go relay.Run(ctx)
+//	loop, _ := syncloop.New(syncloop.Config{Probes: pm, ProbeWorkers: pm, ProbeUpdates: relay.Updates(), ...})
 //
 // The loop calls AddPod on every sync of a running pod, StopLivenessAndStartup
 // when a pod starts terminating, RemovePod when it is gone and CleanupPods

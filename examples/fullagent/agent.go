@@ -97,7 +97,7 @@ type agent struct {
 	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
 	podRes      *podresources.Server   // the podresources API (podresources.go)
 	dra         *dra.Manager           // DRA claims (dra.go); nil when standalone or the runtime has no CDI
-	probeRelay  *probeRelay            // probe results to the loop and the status manager
+	probeRelay  *probes.Relay          // probe results to the status manager and the loop
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
 	shutdown    *shutdown.Manager      // graceful node shutdown (logind and SIGPWR)

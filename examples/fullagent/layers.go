@@ -335,16 +335,27 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 	return builder, nil
 }
 
-// newProbes builds the probe manager and the relay of its results, and
-// returns the lifecycle hook runner.
+// newProbes builds the probe manager and returns the lifecycle hook
+// runner.
 func (a *agent) newProbes(recorder record.EventRecorder) (*probes.HookRunner, error) {
 	var err error
 	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
 	if err != nil {
 		return nil, err
 	}
-	a.probeRelay = newProbeRelay(a.probes, a.status, a.pods.GetPodByUID)
 	return probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder}), nil
+}
+
+// newProbeRelay builds the relay of probe results into the pod statuses
+// and, with them, of the other wake-ups of the loop's pod workers: a
+// deferred resize that may fit now, a device's or claim's health change.
+func (a *agent) newProbeRelay() *probes.Relay {
+	wake := []<-chan types.UID{a.resizer.Retries()}
+	if report, _ := healthGates(a.gates); report {
+		dev, claims := healthUpdates(a.devices, a.dra)
+		wake = append(wake, dev, claims)
+	}
+	return probes.NewRelay(a.probes, a.status, a.pods, wake...)
 }
 
 // newPodSide builds the pod sources, the status manager, the node-level
@@ -386,10 +397,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if a.resizer, err = a.newResizer(o.rootDir, h.node, recorder); err != nil {
 		return h, err
 	}
-	a.probeRelay.resizes = a.resizer.Retries() // deferred resizes wake their pod's worker
-	if report, _ := healthGates(a.gates); report {
-		a.probeRelay.devHealth, a.probeRelay.claimHealth = healthUpdates(a.devices, a.dra)
-	}
+	a.probeRelay = a.newProbeRelay()
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(), Relister: a.pleg,
