@@ -257,6 +257,11 @@ func (n *SimNode) DeletePod(pod *v1.Pod) {
 	n.send(nodekit.DELETE, []*v1.Pod{del})
 }
 
+// ReconcilePod sends new versions of known pods whose status alone
+// changed (RECONCILE), as the API server's watch does when a controller
+// sets a readiness gate's condition.
+func (n *SimNode) ReconcilePod(pods ...*v1.Pod) { n.send(nodekit.RECONCILE, pods) }
+
 // RemovePod sends the pods as gone (REMOVE), as after a forced deletion:
 // the node stops them without waiting for anything.
 func (n *SimNode) RemovePod(pods ...*v1.Pod) { n.send(nodekit.REMOVE, pods) }
