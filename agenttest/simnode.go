@@ -231,6 +231,11 @@ func (n *SimNode) Run(ctx context.Context) error {
 	return err
 }
 
+// PodStore returns the node's pod store, which answers for its loop
+// (ActivePods, KillPod, PodCleanedUp, ShouldPodContentBeRemoved, ...), as
+// the parts of an agent built before the loop see it.
+func (n *SimNode) PodStore() *syncloop.PodStore { return n.store }
+
 // Runtime returns the fake runtime the node runs pods on, to script
 // container exits, image failures and outages.
 func (n *SimNode) Runtime() *FakeRuntime { return n.rt }
