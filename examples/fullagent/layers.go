@@ -417,8 +417,8 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		Volumes:           a.volumes,
 		DynamicResources:  draSync(a.dra),
 		Recorder:          recorder,
-		Options:           a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
-		Sandbox:           a.cgroups.sandbox(a.pods.ActivePods, a.classes.sandbox(builder.Sandbox)),
+		Options:           a.containerOptions(builder, o.rootDir),
+		Sandbox:           a.sandboxOptions(builder),
 		ContainerHash:     criruntime.HashContainer,
 		RootDir:           o.rootDir,
 		Mounts:            mountPaths{volumemgr.HostMounter{}},
@@ -432,6 +432,27 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		TracerProvider:    a.tracer,
 	})
 	return h, err
+}
+
+// containerOptions resolves each container's settings in layers, each
+// adding its own to those of the layer below: the pod's env, DNS and
+// volume mounts (podopts), the device plugins' envs, mounts and devices,
+// the DRA claims' CDI devices, the CPU and memory managers' cpusets and
+// memory nodes, and the OOM score of the pod's QoS class.
+func (a *agent) containerOptions(builder *podopts.Builder, rootDir string) nodekit.ContainerOptionsFunc {
+	opts := builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(rootDir, p.UID) })
+	opts = a.devices.WrapOptions(opts)
+	opts = draOptions(a.dra, opts)
+	opts = a.resources.options(opts)
+	return a.cgroups.options(opts)
+}
+
+// sandboxOptions resolves each pod's sandbox settings: DNS and hostname
+// (podopts), the runtime handler of its runtime class, and its pod cgroup
+// (sized to the active pods' QoS tiers).
+func (a *agent) sandboxOptions(builder *podopts.Builder) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
+	sandbox := a.classes.sandbox(builder.Sandbox)
+	return a.cgroups.sandbox(a.pods.ActivePods, sandbox)
 }
 
 // newAdmitters builds the managers that admit pods beside the built-in
