@@ -124,15 +124,11 @@ func (f *FakeRuntime) ResizeContainer(_ context.Context, id nodekit.ContainerID,
 	if err := f.checkLocked(); err != nil {
 		return err
 	}
-	for _, p := range f.pods {
-		for _, c := range p.containers {
-			if c.ID == id && c.State == nodekit.StateRunning {
-				f.resizes[id] = append(f.resizes[id], *r.DeepCopy())
-				return nil
-			}
-		}
+	if p, i := f.containerLocked(id); p == nil || p.containers[i].State != nodekit.StateRunning {
+		return fmt.Errorf("fake runtime: no running container %s", id)
 	}
-	return fmt.Errorf("fake runtime: no running container %s", id)
+	f.resizes[id] = append(f.resizes[id], *r.DeepCopy())
+	return nil
 }
 
 // Resizes returns the in-place resizes of the newest container of that
@@ -398,20 +394,29 @@ func (f *FakeRuntime) RemoveContainer(_ context.Context, id nodekit.ContainerID)
 	if err := f.checkLocked(); err != nil {
 		return err
 	}
+	p, i := f.containerLocked(id)
+	if p == nil {
+		return nil
+	}
+	if p.containers[i].State == nodekit.StateRunning {
+		return fmt.Errorf("fake runtime: container %s is running", id)
+	}
+	p.containers = append(p.containers[:i], p.containers[i+1:]...)
+	f.emitLocked(types.UID(p.id), id, nodekit.ContainerDeletedEvent)
+	return nil
+}
+
+// containerLocked finds the container with that ID: its pod and index
+// there; a nil pod when there is none.
+func (f *FakeRuntime) containerLocked(id nodekit.ContainerID) (*fakePod, int) {
 	for _, p := range f.pods {
 		for i, c := range p.containers {
-			if c.ID != id {
-				continue
+			if c.ID == id {
+				return p, i
 			}
-			if c.State == nodekit.StateRunning {
-				return fmt.Errorf("fake runtime: container %s is running", id)
-			}
-			p.containers = append(p.containers[:i], p.containers[i+1:]...)
-			f.emitLocked(types.UID(p.id), id, nodekit.ContainerDeletedEvent)
-			return nil
 		}
 	}
-	return nil
+	return nil, -1
 }
 
 // RemovePodSandbox removes a sandbox and whatever containers remain in the
