@@ -76,7 +76,7 @@ var (
 func TestRelay(t *testing.T) {
 	probe := &v1.Probe{}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1"}, Spec: v1.PodSpec{Containers: []v1.Container{
-		{Name: "both", StartupProbe: probe, ReadinessProbe: probe}, // started, readiness Success: ready
+		{Name: "both", StartupProbe: probe, ReadinessProbe: probe},  // started, readiness Success: ready
 		{Name: "early", StartupProbe: probe, ReadinessProbe: probe}, // not started: not ready whatever readiness says
 		{Name: "pending", ReadinessProbe: probe},                    // no readiness result yet: untouched
 		{Name: "plain"},                                             // no probe: untouched
