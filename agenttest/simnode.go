@@ -59,6 +59,18 @@ type SimOptions struct {
 	// Allocatable is the node's allocatable for resize decisions
 	// (default: 4 CPUs, 8Gi of memory, 110 pods).
 	Allocatable v1.ResourceList
+	// Runtime, when set, wraps the fake runtime for the loop: the loop
+	// calls what it returns (a test's runtime that blocks or counts,
+	// embedding the fake), while the PLEG and the health check still see
+	// the fake itself.
+	Runtime func(*FakeRuntime) nodekit.Runtime
+	// SourcesReady, when set, is the loop's view of whether every pod
+	// source has been seen (default: always), to hold a node as an agent
+	// that has not yet heard from its API server.
+	SourcesReady func() bool
+	// ContainerHash is the loop's Config.ContainerHash (default none: a
+	// changed spec does not replace a running container).
+	ContainerHash func(*v1.Container) uint64
 }
 
 // SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
@@ -161,8 +173,12 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		resizer, err = n.newResizer(opts, clk)
 	}
 	if err == nil {
+		var rt nodekit.Runtime = n.rt
+		if opts.Runtime != nil {
+			rt = opts.Runtime(n.rt)
+		}
 		n.loop, err = syncloop.New(syncloop.Config{
-			Runtime: n.rt, Pods: n.store, Cache: cache, Status: n.status, Updates: n.updates,
+			Runtime: rt, Pods: n.store, SourcesReady: opts.SourcesReady, ContainerHash: opts.ContainerHash, Cache: cache, Status: n.status, Updates: n.updates,
 			Events: n.pleg.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
 			Health: func(context.Context) error {
 				if err := n.rt.ready(); err != nil {

@@ -2,15 +2,14 @@ package syncloop_test
 
 // The loop's behaviour on a running SimNode (agenttest): the real loop,
 // PLEG and status manager over the fake runtime, inside a synctest bubble
-// (Settle lets fake time pass and everything react). The tests that need
-// a seam SimNode fixes (a runtime that blocks, a status manager that
-// counts, sources that are not ready) build their own node in
-// loop_test.go.
+// (Settle lets fake time pass and everything react). A test that needs a
+// runtime that blocks or counts wraps the fake (SimOptions.Runtime).
 
 import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -340,6 +339,164 @@ func TestCompletedInitContainerIsReady(t *testing.T) {
 		n.Settle(3 * time.Second)
 		if c := containerState(t, simStatus(t, n, "u1"), "init"); !c.Ready {
 			t.Fatalf("completed init container not ready: %+v", c)
+		}
+	})
+}
+
+// TestDeleteTerminatesOnce: repeated graceful deletions kill the pod
+// once, its final status is published once and the pod is deleted; a
+// terminated pod never syncs again.
+func TestDeleteTerminatesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{})
+		rt := n.Runtime()
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		n.AddPod(p)
+		n.Settle(2 * time.Second)
+
+		for range 5 {
+			n.DeletePod(p)
+		}
+		n.Settle(3 * time.Second)
+		if kills := countCalls(rt, "KillPod"); kills != 1 {
+			t.Fatalf("KillPod called %d times, want 1: %v", kills, rt.Calls())
+		}
+		if !n.Deleted("u1") {
+			t.Fatal("the terminated pod was not deleted (its resources never reclaimed)")
+		}
+		terminal := 0
+		for _, st := range n.Published("u1") {
+			if st.Phase == v1.PodFailed || st.Phase == v1.PodSucceeded {
+				terminal++
+			}
+		}
+		if terminal == 0 {
+			t.Fatal("no terminal status was published for the deleted pod")
+		}
+		// A terminating pod never syncs (starts containers) again.
+		syncs := countCalls(rt, "SyncPod")
+		n.Settle(70 * time.Second)
+		if after := countCalls(rt, "SyncPod"); after != syncs {
+			t.Fatalf("SyncPod ran %d more times after termination", after-syncs)
+		}
+	})
+}
+
+// countCalls counts the runtime calls starting with prefix.
+func countCalls(rt *agenttest.FakeRuntime, prefix string) int {
+	n := 0
+	for _, c := range rt.Calls() {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestOrphansKilledOnlyAfterSourcesReady: a pod the runtime runs and no
+// source names is killed only once every source has been seen and the
+// loop has handled an update after that.
+func TestOrphansKilledOnlyAfterSourcesReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		ready := false
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{SourcesReady: func() bool { mu.Lock(); defer mu.Unlock(); return ready }})
+		rt := n.Runtime()
+		orphan := pod("orphan", v1.RestartPolicyAlways, "app")
+		rt.SyncPod(t.Context(), nodekit.SyncPodRequest{Pod: orphan, Actions: nodekit.PodActions{CreateSandbox: true, ContainersToStart: []int{0}}})
+		n.AddPod() // one source's first, empty list: the others are not seen yet
+		n.Settle(5 * time.Second)
+		if pods, _ := rt.ListPods(t.Context(), false); len(pods) != 1 {
+			t.Fatal("orphan killed before all sources were seen")
+		}
+		mu.Lock()
+		ready = true
+		mu.Unlock()
+		n.Settle(5 * time.Second)
+		if pods, _ := rt.ListPods(t.Context(), false); len(pods) != 1 {
+			t.Fatal("orphan killed before the loop handled the last source's first update")
+		}
+		if n.PodStore().ShouldPodContentBeRemoved("nobody") {
+			t.Fatal("content removable before the sources' pods were handled")
+		}
+		n.AddPod() // what podconfig sends for a source's first, empty list
+		n.Settle(5 * time.Second)
+		if pods, _ := rt.ListPods(t.Context(), false); len(pods) != 0 {
+			t.Fatalf("orphan still running: %+v", pods[0])
+		}
+	})
+}
+
+// TestStaticPodWaitsForItsPredecessor: a static pod's new version starts
+// only once its old version (same full name) has finished terminating.
+func TestStaticPodWaitsForItsPredecessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var rt *blockingKill
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{Runtime: func(f *agenttest.FakeRuntime) nodekit.Runtime {
+			rt = &blockingKill{FakeRuntime: f, gate: make(chan struct{})}
+			return rt
+		}})
+		static := func(uid string) *v1.Pod {
+			p := pod(uid, v1.RestartPolicyAlways, "app")
+			p.Name = "web-node"
+			return p
+		}
+		n.AddStaticPod(static("old"))
+		n.Settle(2 * time.Second)
+		// The manifest changed: the old version is removed and the new one
+		// added at once. The old one's termination is held up.
+		n.RemoveStaticPod(static("old"))
+		n.AddStaticPod(static("new"))
+		n.Settle(5 * time.Second)
+		if _, ok := n.Status("new"); ok {
+			t.Fatal("the new version started while the old one was still terminating")
+		}
+		close(rt.gate)
+		n.Settle(3 * time.Second)
+		if s, ok := n.Status("new"); !ok || s.Phase != v1.PodRunning {
+			t.Fatalf("new version not running after the old one finished: %+v", s)
+		}
+	})
+}
+
+// blockingKill holds KillPod until its gate is closed.
+type blockingKill struct {
+	*agenttest.FakeRuntime
+	gate chan struct{}
+}
+
+func (b *blockingKill) KillPod(ctx context.Context, req nodekit.KillPodRequest) error {
+	<-b.gate
+	return b.FakeRuntime.KillPod(ctx, req)
+}
+
+// A new image is a new container: its crash-loop back-off starts afresh,
+// as upstream keys the back-off by the container's hash.
+func TestCrashLoopBackOffResetOnImageUpdate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hash := func(c *v1.Container) uint64 { return uint64(len(c.Image)) }
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{ContainerHash: hash})
+		rt := n.Runtime()
+		p := pod("u1", v1.RestartPolicyAlways, "app")
+		n.AddPod(p)
+		n.Settle(2 * time.Second)
+		for range 3 { // exits at once, then after 10 s and 20 s back-offs
+			_ = rt.ExitContainer("u1", "app", 1)
+			n.Settle(25 * time.Second)
+		}
+		_ = rt.ExitContainer("u1", "app", 1)
+		n.Settle(2 * time.Second)
+		cs := containerState(t, simStatus(t, n, "u1"), "app")
+		if cs.State.Waiting == nil || !strings.Contains(cs.State.Waiting.Message, "back-off 40s") {
+			t.Fatalf("want a 40s back-off before the update, have %+v", cs.State)
+		}
+		updated := p.DeepCopy()
+		updated.Spec.Containers[0].Image = "busybox:newer"
+		n.UpdatePod(updated)
+		n.Settle(3 * time.Second)
+		cs = containerState(t, simStatus(t, n, "u1"), "app")
+		if cs.State.Running == nil || cs.Image != "busybox:newer" {
+			t.Fatalf("the updated container did not start at once: %+v", cs)
 		}
 	})
 }
