@@ -71,6 +71,10 @@ type SimOptions struct {
 	// ContainerHash is the loop's Config.ContainerHash (default none: a
 	// changed spec does not replace a running container).
 	ContainerHash func(*v1.Container) uint64
+	// Loop, when set, has the last say on the loop's Config, for a test of
+	// one of the loop's seams the node leaves empty (Metrics,
+	// TracerProvider, Volumes, DynamicResources, ResourceHealth, Resizer).
+	Loop func(*syncloop.Config)
 }
 
 // SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
@@ -177,7 +181,7 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		if opts.Runtime != nil {
 			rt = opts.Runtime(n.rt)
 		}
-		n.loop, err = syncloop.New(syncloop.Config{
+		cfg := syncloop.Config{
 			Runtime: rt, Pods: n.store, SourcesReady: opts.SourcesReady, ContainerHash: opts.ContainerHash, Cache: cache, Status: n.status, Updates: n.updates,
 			Events: n.pleg.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
 			Health: func(context.Context) error {
@@ -190,7 +194,11 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 			Admitters: opts.Admitters, RootDir: dir, NodeIPs: opts.NodeIPs,
 			Clock: clk, InlineWorkers: opts.Clock != nil,
 			Resizer: resizer, Recorder: simEvents{n},
-		})
+		}
+		if opts.Loop != nil {
+			opts.Loop(&cfg)
+		}
+		n.loop, err = syncloop.New(cfg)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
