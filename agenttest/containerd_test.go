@@ -2,6 +2,7 @@ package agenttest_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -176,7 +177,7 @@ func TestContainerd(t *testing.T) {
 
 	// The agnhost image runs the tools conformance tests use in it.
 	if !cri.HasImage(agenttest.AgnhostImage) {
-		return
+		agenttest.RequireIntegration(t, "the agnhost image", errors.New("not imported (build _output/bin/agnhost: make tools)"))
 	}
 	tools, err := rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{
 		PodSandboxId: sandboxID,

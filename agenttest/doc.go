@@ -21,6 +21,11 @@
 //	_ = n.Advance(ctx, 2*time.Second)
 //	st, _ := n.ContainerStatus(pod.UID, "app") // RestartCount 1
 //
+// With SimOptions.InPlaceResize a SimNode resizes pods in place as
+// fullagent does (package allocation, fitted to SimOptions.Allocatable);
+// Events lists what the loop and the resizer recorded on a pod, and
+// PodStore answers for the node's loop as it does for an agent's parts.
+//
 // Tests that need the real binaries skip with a message naming what is
 // missing, unless NODEKIT_REQUIRE_INTEGRATION is set (CI sets it), in which
 // case they fail: CI never skips silently.

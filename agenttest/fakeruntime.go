@@ -31,6 +31,8 @@ type FakeRuntime struct {
 	subscribers map[int]*fakeSubscriber
 	nextSub     int
 	eventsErr   error
+	// resizes holds each container's in-place resizes, oldest first.
+	resizes map[nodekit.ContainerID][]v1.ResourceRequirements
 }
 
 type fakeSubscriber struct {
@@ -51,7 +53,8 @@ var _ nodekit.Runtime = (*FakeRuntime)(nil)
 
 // NewFakeRuntime returns an empty fake runtime on the given clock.
 func NewFakeRuntime(clk clock.PassiveClock) *FakeRuntime {
-	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{}}
+	return &FakeRuntime{clock: clk, pods: map[types.UID]*fakePod{}, imageErrs: map[string]nodekit.Reason{}, subscribers: map[int]*fakeSubscriber{},
+		resizes: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
 }
 
 // FailImage makes every start of a container with this image, or that
@@ -108,6 +111,40 @@ func (f *FakeRuntime) ExitContainer(uid types.UID, name string, code int) error 
 		}
 	}
 	return fmt.Errorf("fake runtime: no running container %q in pod %s", name, uid)
+}
+
+// ResizeContainer resizes a running container in place, as CRI
+// UpdateContainerResources does (allocation.ContainerUpdater): the fake
+// records the resources (Resizes) and the call ("ResizeContainer ID").
+// A container that is not running is an error.
+func (f *FakeRuntime) ResizeContainer(_ context.Context, id nodekit.ContainerID, r v1.ResourceRequirements) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "ResizeContainer "+id.String())
+	if err := f.checkLocked(); err != nil {
+		return err
+	}
+	if p, i := f.containerLocked(id); p == nil || p.containers[i].State != nodekit.StateRunning {
+		return fmt.Errorf("fake runtime: no running container %s", id)
+	}
+	f.resizes[id] = append(f.resizes[id], *r.DeepCopy())
+	return nil
+}
+
+// Resizes returns the in-place resizes of the newest container of that
+// name in the pod, oldest first (ResizeContainer), and whether the pod has
+// such a container.
+func (f *FakeRuntime) Resizes(uid types.UID, name string) ([]v1.ResourceRequirements, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p := f.pods[uid]; p != nil {
+		for _, c := range p.containers {
+			if c.Name == name {
+				return append([]v1.ResourceRequirements(nil), f.resizes[c.ID]...), true
+			}
+		}
+	}
+	return nil, false
 }
 
 // Calls returns the calls made so far, one line each ("SyncPod ns/name",
@@ -357,20 +394,29 @@ func (f *FakeRuntime) RemoveContainer(_ context.Context, id nodekit.ContainerID)
 	if err := f.checkLocked(); err != nil {
 		return err
 	}
+	p, i := f.containerLocked(id)
+	if p == nil {
+		return nil
+	}
+	if p.containers[i].State == nodekit.StateRunning {
+		return fmt.Errorf("fake runtime: container %s is running", id)
+	}
+	p.containers = append(p.containers[:i], p.containers[i+1:]...)
+	f.emitLocked(types.UID(p.id), id, nodekit.ContainerDeletedEvent)
+	return nil
+}
+
+// containerLocked finds the container with that ID: its pod and index
+// there; a nil pod when there is none.
+func (f *FakeRuntime) containerLocked(id nodekit.ContainerID) (*fakePod, int) {
 	for _, p := range f.pods {
 		for i, c := range p.containers {
-			if c.ID != id {
-				continue
+			if c.ID == id {
+				return p, i
 			}
-			if c.State == nodekit.StateRunning {
-				return fmt.Errorf("fake runtime: container %s is running", id)
-			}
-			p.containers = append(p.containers[:i], p.containers[i+1:]...)
-			f.emitLocked(types.UID(p.id), id, nodekit.ContainerDeletedEvent)
-			return nil
 		}
 	}
-	return nil
+	return nil, -1
 }
 
 // RemovePodSandbox removes a sandbox and whatever containers remain in the

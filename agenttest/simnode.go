@@ -48,6 +48,33 @@ type SimOptions struct {
 	// scenario is deterministic without a synctest bubble. Run refuses a
 	// stepped node.
 	Clock *testingclock.FakeClock
+	// InPlaceResize runs in-place pod resize as fullagent does: package
+	// allocation's Manager (allocations in memory) allocates a pod's new
+	// resources when they fit beside the other active pods in Allocatable
+	// (admission's ResourceFit), or leaves the resize pending (Deferred,
+	// retried when a pod leaves), and the fake runtime applies it
+	// (FakeRuntime.Resizes); its events are recorded (Events). Off, a
+	// change of a running pod's resources is not acted on.
+	InPlaceResize bool
+	// Allocatable is the node's allocatable for resize decisions
+	// (default: 4 CPUs, 8Gi of memory, 110 pods).
+	Allocatable v1.ResourceList
+	// Runtime, when set, wraps the fake runtime for the loop: the loop
+	// calls what it returns (a test's runtime that blocks or counts,
+	// embedding the fake), while the PLEG and the health check still see
+	// the fake itself.
+	Runtime func(*FakeRuntime) nodekit.Runtime
+	// SourcesReady, when set, is the loop's view of whether every pod
+	// source has been seen (default: always), to hold a node as an agent
+	// that has not yet heard from its API server.
+	SourcesReady func() bool
+	// ContainerHash is the loop's Config.ContainerHash (default none: a
+	// changed spec does not replace a running container).
+	ContainerHash func(*v1.Container) uint64
+	// Loop, when set, has the last say on the loop's Config, for a test of
+	// one of the loop's seams the node leaves empty (Metrics,
+	// TracerProvider, Volumes, DynamicResources, ResourceHealth, Resizer).
+	Loop func(*syncloop.Config)
 }
 
 // SimNode is a simulated node: the real syncloop, PLEG (pleg.New: the
@@ -94,9 +121,11 @@ type SimNode struct {
 	probeWake chan types.UID
 	rootDir   string
 	forward   nodekit.StatusSink
+	retries   <-chan types.UID // the resizer's retries of deferred resizes; nil without
 
 	mu        sync.Mutex
 	probes    map[probeKey]syncloop.ProbeResult
+	events    map[types.UID][]string
 	published map[types.UID][]v1.PodStatus
 	deleted   map[types.UID]bool
 	mirrors   map[string]*v1.Pod // by full name, as the simulated API server holds them
@@ -133,6 +162,7 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 		rootDir:   dir,
 		forward:   opts.Sink,
 		probes:    map[probeKey]syncloop.ProbeResult{},
+		events:    map[types.UID][]string{},
 		published: map[types.UID][]v1.PodStatus{},
 		deleted:   map[types.UID]bool{},
 		mirrors:   map[string]*v1.Pod{},
@@ -142,9 +172,17 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk, RelistOnly: !opts.EventedPLEG})
 	n.store = syncloop.NewPodStore()
 	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk})
+	var resizer syncloop.Resizer
 	if err == nil {
-		n.loop, err = syncloop.New(syncloop.Config{
-			Runtime: n.rt, Pods: n.store, Cache: cache, Status: n.status, Updates: n.updates,
+		resizer, err = n.newResizer(opts, clk)
+	}
+	if err == nil {
+		var rt nodekit.Runtime = n.rt
+		if opts.Runtime != nil {
+			rt = opts.Runtime(n.rt)
+		}
+		cfg := syncloop.Config{
+			Runtime: rt, Pods: n.store, SourcesReady: opts.SourcesReady, ContainerHash: opts.ContainerHash, Cache: cache, Status: n.status, Updates: n.updates,
 			Events: n.pleg.Events(), Probes: simProbes{n}, ProbeUpdates: n.probeWake,
 			Health: func(context.Context) error {
 				if err := n.rt.ready(); err != nil {
@@ -155,7 +193,12 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 			Mirror:    simMirrors{n},
 			Admitters: opts.Admitters, RootDir: dir, NodeIPs: opts.NodeIPs,
 			Clock: clk, InlineWorkers: opts.Clock != nil,
-		})
+			Resizer: resizer, Recorder: simEvents{n},
+		}
+		if opts.Loop != nil {
+			opts.Loop(&cfg)
+		}
+		n.loop, err = syncloop.New(cfg)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -202,12 +245,20 @@ func (n *SimNode) Run(ctx context.Context) error {
 	n.pleg.Relist(ctx) // the PLEG is healthy before the loop's first look
 	wg.Go(func() { _ = n.pleg.Run(ctx) })
 	wg.Go(func() { _ = n.status.Run(ctx) })
+	if n.retries != nil {
+		wg.Go(func() { n.runRetries(ctx) })
+	}
 	err := n.loop.Run(ctx)
 	close(n.done)
 	wg.Wait()
 	_ = os.RemoveAll(n.rootDir)
 	return err
 }
+
+// PodStore returns the node's pod store, which answers for its loop
+// (ActivePods, KillPod, PodCleanedUp, ShouldPodContentBeRemoved, ...), as
+// the parts of an agent built before the loop see it.
+func (n *SimNode) PodStore() *syncloop.PodStore { return n.store }
 
 // Runtime returns the fake runtime the node runs pods on, to script
 // container exits, image failures and outages.
@@ -234,6 +285,11 @@ func (n *SimNode) DeletePod(pod *v1.Pod) {
 	del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
 	n.send(nodekit.DELETE, []*v1.Pod{del})
 }
+
+// ReconcilePod sends new versions of known pods whose status alone
+// changed (RECONCILE), as the API server's watch does when a controller
+// sets a readiness gate's condition.
+func (n *SimNode) ReconcilePod(pods ...*v1.Pod) { n.send(nodekit.RECONCILE, pods) }
 
 // RemovePod sends the pods as gone (REMOVE), as after a forced deletion:
 // the node stops them without waiting for anything.

@@ -9,14 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Step runs one round of a stepped node (SimOptions.Clock) at the clock's
 // current time, on the caller's goroutine: the PLEG relists, the loop
-// drains (pod updates, PLEG events, probe wakes, due syncs and every pod
-// worker step, inline), the status manager publishes, housekeeping runs,
-// and the loop drains and the status manager publishes once more (the
-// removals the sink's deletes send, the orphans housekeeping kills). It
+// drains (pod updates, PLEG events, probe wakes and the resizer's retries
+// of deferred resizes, due syncs and every pod worker step, inline), the
+// status manager publishes, housekeeping runs, and the loop drains and the
+// status manager publishes once more (the removals the sink's deletes
+// send, the orphans housekeeping kills). It
 // returns the loop's error: the runtime's health error while the runtime
 // is unavailable (nothing was synced), or ctx's.
 func (n *SimNode) Step(ctx context.Context) error {
@@ -24,6 +26,7 @@ func (n *SimNode) Step(ctx context.Context) error {
 		return errors.New("agenttest: Step needs a stepped SimNode (SimOptions.Clock)")
 	}
 	n.pleg.Relist(ctx)
+	n.forwardRetries()
 	if err := n.loop.Drain(ctx); err != nil {
 		return err
 	}
@@ -31,6 +34,7 @@ func (n *SimNode) Step(ctx context.Context) error {
 		return err
 	}
 	n.loop.Housekeeping(ctx)
+	n.forwardRetries()
 	if err := n.loop.Drain(ctx); err != nil {
 		return err
 	}
@@ -103,9 +107,9 @@ func (n *SimNode) Mirror(name, namespace string) (*v1.Pod, bool) {
 }
 
 const (
-	annotationSource = "kubernetes.io/config.source"
-	annotationHash   = "kubernetes.io/config.hash"
-	annotationMirror = "kubernetes.io/config.mirror"
+	annotationSource = podutil.ConfigSourceAnnotation
+	annotationHash   = podutil.ConfigHashAnnotation
+	annotationMirror = podutil.ConfigMirrorAnnotation
 )
 
 // simMirrors is the simulated API server's side of mirror pods: a mirror
@@ -120,7 +124,7 @@ func (s simMirrors) CreateMirrorPod(_ context.Context, static *v1.Pod) error {
 	m.Annotations[annotationSource] = nodekit.SourceAPI
 	m.Status = v1.PodStatus{}
 	s.n.mu.Lock()
-	s.n.mirrors[static.Name+"_"+static.Namespace] = m
+	s.n.mirrors[podutil.FullName(static)] = m
 	held := s.n.holdMirrors
 	if held {
 		s.n.heldMirrors = append(s.n.heldMirrors, m)

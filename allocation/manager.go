@@ -60,7 +60,11 @@ type Manager struct {
 	// triggers holds, per deferred pod, what last queued a retry of it
 	// (retry_trigger of kubelet_pod_deferred_accepted_resizes_total).
 	triggers map[types.UID]string
-	retries  chan types.UID
+	// restarting marks the pods whose containers Restarts named for this
+	// sync's restart: their resize is complete only once a later sync
+	// finds them running at the allocation, as upstream.
+	restarting map[types.UID]bool
+	retries    chan types.UID
 }
 
 // New opens (or creates) the checkpoints under cfg.RootDir.
@@ -87,7 +91,8 @@ func New(cfg Config) (*Manager, error) {
 		act: &Actuator{Containers: cfg.Containers, PodCgroup: cfg.PodCgroup, Sandbox: cfg.Sandbox, Usage: cfg.Usage,
 			PodUsage: cfg.PodUsage, Actuated: act},
 		conds: map[types.UID]*podConditions{}, deferred: map[types.UID]bool{}, triggers: map[types.UID]string{},
-		retries: make(chan types.UID, retryBuffer),
+		restarting: map[types.UID]bool{},
+		retries:    make(chan types.UID, retryBuffer),
 	}, nil
 }
 
@@ -196,12 +201,19 @@ func (m *Manager) others(uid types.UID) []*v1.Pod {
 // before Actuate, as upstream kills them before it resizes the pod cgroup
 // (on cgroup v1 the kernel refuses a pod CPU quota below that of a
 // container still running in it); Actuate then records them as starting
-// at the allocation.
+// at the allocation, and leaves the resize in progress until a later
+// Actuate finds nothing left to do (the new containers run), as upstream
+// clears PodResizeInProgress at the sync after the restart.
 func (m *Manager) Restarts(pod *v1.Pod, rs *nodekit.PodStatus) []string {
 	actuated, _ := m.actuated.Get(pod.UID)
 	var names []string
 	for _, ch := range PlanResize(pod, actuated, rs).Restart {
 		names = append(names, ch.Name)
+	}
+	if len(names) > 0 {
+		m.mu.Lock()
+		m.restarting[pod.UID] = true
+		m.mu.Unlock()
 	}
 	return names
 }
@@ -229,7 +241,11 @@ func (m *Manager) Actuate(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatu
 		}
 		return nil, true, fmt.Errorf("resize pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if len(restart) == 0 {
+	m.mu.Lock()
+	restarted := m.restarting[pod.UID]
+	delete(m.restarting, pod.UID)
+	m.mu.Unlock()
+	if len(restart) == 0 && !restarted {
 		m.completed(pod)
 	}
 	return restart, true, nil
@@ -255,6 +271,7 @@ func (m *Manager) Forget(uid types.UID) error {
 	delete(m.conds, uid)
 	delete(m.deferred, uid)
 	delete(m.triggers, uid)
+	delete(m.restarting, uid)
 	m.cfg.Metrics.setCounts(m.conds)
 	m.mu.Unlock()
 	m.retryDeferred(uid, TriggerPodsRemoved)

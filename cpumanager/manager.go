@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/fsutil"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -269,7 +270,7 @@ func (m *Manager) noteReuse(pod *v1.Pod, c *v1.Container, cpus cpuset.CPUSet) {
 	}
 	for i := range pod.Spec.InitContainers {
 		ic := &pod.Spec.InitContainers[i]
-		if ic.Name == c.Name && !isRestartableInit(ic) {
+		if ic.Name == c.Name && !podutil.IsSidecar(ic) {
 			m.reuse[uid] = m.reuse[uid].Union(cpus)
 			return
 		}

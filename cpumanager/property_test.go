@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -177,7 +178,7 @@ func checkInvariants(t *testing.T, step int, m *Manager, topo *topology.CPUTopol
 			}
 			isInit := false
 			for i := range a.pod.Spec.InitContainers {
-				if a.pod.Spec.InitContainers[i].Name == c.Name && !isRestartableInit(&a.pod.Spec.InitContainers[i]) {
+				if a.pod.Spec.InitContainers[i].Name == c.Name && !podutil.IsSidecar(&a.pod.Spec.InitContainers[i]) {
 					isInit = true
 				}
 			}

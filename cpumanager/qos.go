@@ -9,9 +9,3 @@ import (
 // guaranteed reports whether pod's QoS class is Guaranteed, as upstream
 // computes it.
 func guaranteed(pod *v1.Pod) bool { return qos.Class(pod) == v1.PodQOSGuaranteed }
-
-// isRestartableInit reports whether c is a sidecar (an init container with
-// restartPolicy Always).
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}

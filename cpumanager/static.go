@@ -9,6 +9,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -174,7 +175,7 @@ func podGuaranteedCPUs(pod *v1.Pod) int {
 			continue
 		}
 		n := guaranteedCPUs(pod, c)
-		if isRestartableInit(c) {
+		if podutil.IsSidecar(c) {
 			sidecars += n
 		} else if sidecars+n > initMax {
 			initMax = sidecars + n

@@ -252,10 +252,6 @@ func propagationOf(p *v1.MountPropagationMode) runtimeapi.MountPropagation {
 	return runtimeapi.MountPropagation_PROPAGATION_PRIVATE
 }
 
-func isRestartable(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // expandAll expands $(VAR) references in each string, as upstream does for
 // command and args: $$ is a literal $, unknown references stay as written.
 func expandAll(in []string, env map[string]string) []string {

@@ -5,10 +5,15 @@
 // graceful stop, listing and status.
 //
 // It carries out the actions it is given; it does not decide restarts,
-// back-off or ordering (the sync loop does). Optional capabilities used by
-// other packages — ExecSync for probes, Ready for runtime health,
-// RemoveContainer and RemovePodSandbox for garbage collection — are plain
-// methods that those packages find by type assertion.
+// back-off or ordering (the sync loop does). What other packages need
+// beyond nodekit.Runtime are plain methods matching small interfaces they
+// declare, handed to them by the main: ExecSync (probes.Execer),
+// RemoveContainer and RemovePodSandbox (gc.ContainerRuntime), image
+// listing and removal (gc.ImageService), Ready (the loop's Config.Health).
+// Two are found on the Runtime by type assertion, with a fallback:
+// ContainerEvents (pleg.New's evented PLEG; without it, relisting alone)
+// and RemoveContainer (syncloop.ContainerRemover, for restarting all
+// containers of a pod).
 //
 // Security settings reach the runtime as upstream kubelet sends them:
 // seccomp (Localhost profiles under Config.RootDir/seccomp,

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit/criruntime/userns"
+	"github.com/nodekit/nodekit/internal/poddir"
 )
 
 // usernsState creates the user namespace allocator on first use, so a node
@@ -108,7 +108,7 @@ func (r *Runtime) handlerSupportsUserns(ctx context.Context, handler string) err
 }
 
 func usernsConfig(cfg Config) userns.Config {
-	return userns.Config{PodsDir: filepath.Join(cfg.RootDir, "pods"), IDsPerPod: uint32(cfg.UserNamespaceIDsPerPod), // checked by validIDsPerPod
+	return userns.Config{PodsDir: poddir.Pods(cfg.RootDir), IDsPerPod: uint32(cfg.UserNamespaceIDsPerPod), // checked by validIDsPerPod
 		FirstID: cfg.UserNamespaceFirstID, Length: cfg.UserNamespaceLength, MaxPods: cfg.UserNamespaceMaxPods}
 }
 

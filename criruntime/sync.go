@@ -13,6 +13,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // minGracePeriod is the shortest stop timeout given to a container, as
@@ -210,7 +211,7 @@ func (r *Runtime) KillPod(ctx context.Context, req nodekit.KillPodRequest) error
 	sidecarOrder := map[string]int{}
 	if pod != nil {
 		for i := range pod.Spec.InitContainers {
-			if isRestartable(&pod.Spec.InitContainers[i]) {
+			if podutil.IsSidecar(&pod.Spec.InitContainers[i]) {
 				sidecarOrder[pod.Spec.InitContainers[i].Name] = i
 			}
 		}

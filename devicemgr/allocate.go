@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Admit allocates devices to every container of the pod that asks for a
@@ -84,7 +85,7 @@ func (m *Manager) allocatePod(ctx context.Context, pod *v1.Pod, admitted []*v1.P
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for name, a := range m.pods[uid][c.Name] {
-			if init && !isRestartableInit(c) {
+			if init && !podutil.IsSidecar(c) {
 				pa.reuse[name] = pa.reuse[name].Union(a.ids())
 			} else {
 				pa.reuse[name] = pa.reuse[name].Difference(a.ids())

@@ -28,7 +28,7 @@
 //
 // How an agent wires it:
 //
-//	dm, err := devicemgr.New(ctx, devicemgr.Config{ActivePods: loop.ActivePods})
+//	dm, err := devicemgr.New(ctx, devicemgr.Config{ActivePods: store.NotTerminatedPods}) // syncloop.NewPodStore()
 //	go dm.Run(ctx)                        // registration server until ctx is done
 //	chain.Add(dm)                         // a nodekit.Admitter, before admission.Builtins
 //	// at container creation: the plugins' envs, mounts, devices and

@@ -98,12 +98,6 @@ func numaOf(devices map[string]*pluginapi.Device, ids sets.Set[string]) map[int6
 	return out
 }
 
-// isRestartableInit reports whether c is a sidecar (an init container
-// with restartPolicy Always).
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
-}
-
 // backedByDRA reports whether the scheduler mapped the container's
 // request for name to a DRA claim; the device manager leaves those alone.
 func backedByDRA(pod *v1.Pod, container string, name v1.ResourceName) bool {

@@ -11,6 +11,7 @@ import (
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // Reason is the pod status reason of an evicted pod and of a pod refused
@@ -113,7 +114,7 @@ func localStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bo
 		add(c)
 	}
 	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podutil.IsSidecar(&c) {
 			add(c)
 		}
 	}

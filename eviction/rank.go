@@ -8,6 +8,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // PodStatsFunc finds the stats of a pod; false when the summary has none.
@@ -25,22 +27,14 @@ func StatsByUID(pods []statsapi.PodStats) PodStatsFunc {
 	}
 }
 
-// Upstream annotations and priority that make a pod critical.
-const (
-	configSourceAnnotation = "kubernetes.io/config.source"
-	configMirrorAnnotation = "kubernetes.io/config.mirror"
-	// SystemCriticalPriority is the lowest priority of system-critical pods.
-	SystemCriticalPriority = 2 * 1000000000
-)
+// SystemCriticalPriority is the lowest priority of system-critical pods.
+const SystemCriticalPriority = 2 * 1000000000
 
 // IsCritical reports whether the pod may never be evicted and is admitted
 // under pressure: a static pod (config source not "api"), a mirror pod, or
 // a pod with priority of at least SystemCriticalPriority.
 func IsCritical(pod *v1.Pod) bool {
-	if src, ok := pod.Annotations[configSourceAnnotation]; ok && src != "api" {
-		return true
-	}
-	if _, ok := pod.Annotations[configMirrorAnnotation]; ok {
+	if podutil.IsStatic(pod) || podutil.IsMirror(pod) {
 		return true
 	}
 	return pod.Spec.Priority != nil && *pod.Spec.Priority >= SystemCriticalPriority

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/topology"
 )
 
@@ -218,7 +219,7 @@ func podRequests(pod *v1.Pod) (map[v1.ResourceName]uint64, error) {
 			return nil, err
 		}
 		for name, v := range req {
-			if isRestartableInit(c) {
+			if podutil.IsSidecar(c) {
 				sidecars[name] += v
 			} else if sidecars[name]+v > initMax[name] {
 				initMax[name] = sidecars[name] + v
@@ -469,7 +470,7 @@ func shrinkInitBlocks(st state, pod *v1.Pod, c *v1.Container, blocks []Block) {
 			if ic.Name == c.Name || size == 0 {
 				break
 			}
-			if isRestartableInit(ic) {
+			if podutil.IsSidecar(ic) {
 				continue
 			}
 			initBlocks := st.blocks(uid, ic.Name)
@@ -494,14 +495,10 @@ func shrinkInitBlocks(st state, pod *v1.Pod, c *v1.Container, blocks []Block) {
 func isRegularInit(pod *v1.Pod, c *v1.Container) bool {
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == c.Name {
-			return !isRestartableInit(&pod.Spec.InitContainers[i])
+			return !podutil.IsSidecar(&pod.Spec.InitContainers[i])
 		}
 	}
 	return false
-}
-
-func isRestartableInit(c *v1.Container) bool {
-	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
 
 // combinations calls f with every k-element subset of ids in lexicographic

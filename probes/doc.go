@@ -16,19 +16,24 @@
 // sync loop does, from the results and errors given here. It needs only a
 // StatusGetter (statusmgr) and an Execer (criruntime).
 //
-// Wiring it to the sync loop, whose syncloop.ProbeKind and ProbeResult
-// have the same values as Kind and Result:
+// Kind and Result are the root contract's nodekit.ProbeKind and
+// ProbeResult, which the sync loop reads too, so the Manager is the loop's
+// ProbeResults and ProbeWorkers as it is:
 //
 //	pm, _ := probes.NewManager(probes.Config{Status: statusMgr, Execer: rt, Recorder: rec, Clock: clk})
 //	go pm.Run(ctx)
-//	loop, _ := syncloop.New(syncloop.Config{ProbeUpdates: pm.Updates(), Probes: probeResults{pm}, ...})
+//	loop, _ := syncloop.New(syncloop.Config{Probes: pm, ProbeWorkers: pm, ProbeUpdates: pm.Updates(), ...})
 //
-//	type probeResults struct{ m *probes.Manager }
+// A loop whose worker may be busy (a pod terminating for a long grace
+// period) also wants readiness and startup results in the pod's status at
+// once, as upstream's prober writes them: a Relay reads Updates, records
+// the results with the status manager's SetContainerReadiness and
+// SetContainerStartup, and passes the UIDs on to the loop, with any other
+// wake-ups of the loop's pod workers beside them:
 //
-//	func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
-//		r, ok := p.m.Result(probes.Kind(k), id)
-//		return syncloop.ProbeResult(r), ok
-//	}
+//	relay := probes.NewRelay(pm, statusMgr, store, resizer.Retries())
+//	go relay.Run(ctx)
+//	loop, _ := syncloop.New(syncloop.Config{Probes: pm, ProbeWorkers: pm, ProbeUpdates: relay.Updates(), ...})
 //
 // The loop calls AddPod on every sync of a running pod, StopLivenessAndStartup
 // when a pod starts terminating, RemovePod when it is gone and CleanupPods

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // updatesCapacity is the buffer of the Updates channel.
@@ -146,7 +147,7 @@ func probed(pod *v1.Pod) []*v1.Container {
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podutil.IsSidecar(c) {
 			cs = append(cs, c)
 		}
 	}
@@ -169,7 +170,7 @@ func (m *Manager) AddPod(ctx context.Context, pod *v1.Pod) {
 	}
 	for _, c := range probed(pod) {
 		for _, kind := range []Kind{Startup, Readiness, Liveness} {
-			if kind.spec(c) == nil {
+			if kindSpec(kind, c) == nil {
 				continue
 			}
 			key := workerKey{uid: pod.UID, container: c.Name, kind: kind}
@@ -246,7 +247,7 @@ func (m *Manager) stopLocked(w *worker, keepStarted bool) {
 		w.cancel()
 	}
 	if pod := w.pod.Load(); pod != nil {
-		m.metrics.ForgetProbe(w.key.kind.title(), pod.Namespace, pod.Name, string(pod.UID), w.key.container)
+		m.metrics.ForgetProbe(kindTitle(w.key.kind), pod.Namespace, pod.Name, string(pod.UID), w.key.container)
 	}
 	if m.workers[w.key] == w {
 		delete(m.workers, w.key)

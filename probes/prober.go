@@ -52,18 +52,18 @@ func (p *prober) probe(ctx context.Context, kind Kind, pod *v1.Pod, c *v1.Contai
 	switch {
 	case err != nil:
 		logger.V(1).Info("Probe errored", "err", err)
-		p.events.Eventf(ref, v1.EventTypeWarning, ReasonUnhealthy, "%s probe errored and resulted in %s state: %s", kind.title(), out, err)
+		p.events.Eventf(ref, v1.EventTypeWarning, ReasonUnhealthy, "%s probe errored and resulted in %s state: %s", kindTitle(kind), out, err)
 		return Failure, err
 	case out == outSuccess:
 		logger.V(3).Info("Probe succeeded")
 		return Success, nil
 	case out == outWarning:
 		logger.V(3).Info("Probe succeeded with a warning", "output", msg)
-		p.events.Eventf(ref, v1.EventTypeWarning, ReasonProbeWarning, "%s probe warning: %s", kind.title(), msg)
+		p.events.Eventf(ref, v1.EventTypeWarning, ReasonProbeWarning, "%s probe warning: %s", kindTitle(kind), msg)
 		return Success, nil
 	default:
 		logger.V(1).Info("Probe failed", "output", msg)
-		p.events.Eventf(ref, v1.EventTypeWarning, ReasonUnhealthy, "%s probe failed: %s", kind.title(), msg)
+		p.events.Eventf(ref, v1.EventTypeWarning, ReasonUnhealthy, "%s probe failed: %s", kindTitle(kind), msg)
 		return Failure, nil
 	}
 }

@@ -12,19 +12,20 @@ import (
 	"github.com/nodekit/nodekit"
 )
 
-// Kind names a probe. The values are those of syncloop.ProbeKind, so a
-// conversion is all an adapter needs.
-type Kind string
+// Kind names a probe: the root contract's nodekit.ProbeKind, which the
+// sync loop reads results under too.
+type Kind = nodekit.ProbeKind
 
-// The probe kinds.
+// The probe kinds (nodekit's).
 const (
-	Liveness  Kind = "liveness"
-	Readiness Kind = "readiness"
-	Startup   Kind = "startup"
+	Liveness  = nodekit.ProbeLiveness
+	Readiness = nodekit.ProbeReadiness
+	Startup   = nodekit.ProbeStartup
 )
 
-// title is the kind as upstream writes it at the start of an event message.
-func (k Kind) title() string {
+// kindTitle is the kind as upstream writes it at the start of an event
+// message.
+func kindTitle(k Kind) string {
 	switch k {
 	case Liveness:
 		return "Liveness"
@@ -36,8 +37,8 @@ func (k Kind) title() string {
 	return string(k)
 }
 
-// spec returns the container's probe of this kind, or nil.
-func (k Kind) spec(c *v1.Container) *v1.Probe {
+// kindSpec returns the container's probe of this kind, or nil.
+func kindSpec(k Kind, c *v1.Container) *v1.Probe {
 	switch k {
 	case Liveness:
 		return c.LivenessProbe
@@ -49,26 +50,16 @@ func (k Kind) spec(c *v1.Container) *v1.Probe {
 	return nil
 }
 
-// Result is the last reported result of a probe. The values (Unknown 0,
-// Success 1, Failure 2) are those of syncloop.ProbeResult.
-type Result int
+// Result is the last reported result of a probe: the root contract's
+// nodekit.ProbeResult (Unknown 0, Success 1, Failure 2).
+type Result = nodekit.ProbeResult
 
-// Probe results.
+// Probe results (nodekit's).
 const (
-	Unknown Result = iota
-	Success
-	Failure
+	Unknown = nodekit.ProbeUnknown
+	Success = nodekit.ProbeSuccess
+	Failure = nodekit.ProbeFailure
 )
-
-func (r Result) String() string {
-	switch r {
-	case Success:
-		return "Success"
-	case Failure:
-		return "Failure"
-	}
-	return "Unknown"
-}
 
 // Execer runs a command in a running container; *criruntime.Runtime
 // implements it. A non-zero exit is reported through exitCode, not err. A
@@ -138,7 +129,7 @@ func TerminationGracePeriod(pod *v1.Pod, c *v1.Container, kind Kind) *time.Durat
 	if kind != Liveness && kind != Startup {
 		return nil
 	}
-	p := kind.spec(c)
+	p := kindSpec(kind, c)
 	if p == nil || p.TerminationGracePeriodSeconds == nil {
 		return nil
 	}
@@ -147,7 +138,7 @@ func TerminationGracePeriod(pod *v1.Pod, c *v1.Container, kind Kind) *time.Durat
 }
 
 // metricLabel is the result label of prober_probe_total, as upstream.
-func (r Result) metricLabel() string {
+func metricLabel(r Result) string {
 	switch r {
 	case Success:
 		return "successful"

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/internal/restartrules"
 )
 
@@ -46,8 +47,8 @@ type worker struct {
 func newWorker(m *Manager, key workerKey, pod *v1.Pod, c *v1.Container) *worker {
 	w := &worker{m: m, key: key, container: *c, pokeCh: make(chan struct{}, 1)}
 	w.pod.Store(pod)
-	w.spec = withDefaults(*key.kind.spec(c), key.kind)
-	w.sidecar = c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways &&
+	w.spec = withDefaults(*kindSpec(key.kind, c), key.kind)
+	w.sidecar = podutil.IsSidecar(c) &&
 		!slices.ContainsFunc(pod.Spec.Containers, func(x v1.Container) bool { return x.Name == c.Name })
 	switch key.kind {
 	case Readiness:
@@ -216,7 +217,7 @@ func (w *worker) probe(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) {
 	if err != nil {
 		return // the handler could not run: no result this round
 	}
-	w.m.metrics.ObserveProbe(w.key.kind.title(), r.metricLabel(), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
+	w.m.metrics.ObserveProbe(kindTitle(w.key.kind), metricLabel(r), pod.Namespace, pod.Name, string(pod.UID), w.key.container, w.m.clock.Since(began))
 	if r == w.last {
 		w.streak++
 	} else {

@@ -12,11 +12,15 @@ import (
 	"strings"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 const (
 	filePrefix = "sha256-"
-	tmpSuffix  = ".tmp"
+	// tmpSuffix ends the temporary files earlier versions wrote; today's
+	// (fsutil's) start with a dot and never carry filePrefix.
+	tmpSuffix = ".tmp"
 	// apiVersion is the version records are written in; older ones
 	// (v1alpha1, the same fields) are read and rewritten.
 	apiVersion    = "kubelet.config.k8s.io/v1beta1"
@@ -210,8 +214,10 @@ func decodeStrict(b []byte, kind string, into any) (bool, error) {
 	return tm.APIVersion == apiVersion, nil
 }
 
-// writeJSON writes v to dir/name through a temporary file and a rename,
-// so that a crash leaves the old file or the new one.
+// writeJSON writes v to dir/name through a temporary file and a rename
+// (fsutil.WriteFileAtomic), so that a crash leaves the old file or the
+// new one. It does not fsync, as before: a record lost to a power cut is
+// written again at the next pull.
 func writeJSON(dir, name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -220,17 +226,7 @@ func writeJSON(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+	return fsutil.WriteFileAtomic(filepath.Join(dir, name), b, 0o600, fsutil.NoSync(true))
 }
 
 func removeFile(path string) error {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // ContainerLog is where one container's log is and how to tell whether it
@@ -137,7 +138,7 @@ func willRestart(pod *v1.Pod, name string, exitCode int) bool {
 	}
 	for _, c := range pod.Spec.InitContainers {
 		if c.Name == name {
-			if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			if podutil.IsSidecar(&c) {
 				return true
 			}
 			return pod.Spec.RestartPolicy != v1.RestartPolicyNever && exitCode != 0

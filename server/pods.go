@@ -11,12 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
-)
-
-// Annotations that tie a static pod to its mirror pod in the API server.
-const (
-	mirrorAnnotation     = "kubernetes.io/config.mirror"
-	configHashAnnotation = "kubernetes.io/config.hash"
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // PodLister lists the pods the agent was told to run (from every source,
@@ -54,7 +49,7 @@ func (s *Server) findPod(namespace, name string) (*v1.Pod, bool) {
 		if p.Namespace != namespace || p.Name != name {
 			continue
 		}
-		if _, mirror := p.Annotations[mirrorAnnotation]; !mirror {
+		if !podutil.IsMirror(p) {
 			return p, true
 		}
 		found = p
@@ -69,7 +64,7 @@ func podMatchesUID(pod *v1.Pod, uid types.UID) bool {
 		return true
 	}
 	a := pod.Annotations
-	return a[mirrorAnnotation] == string(uid) || a[configHashAnnotation] == string(uid)
+	return a[podutil.ConfigMirrorAnnotation] == string(uid) || a[podutil.ConfigHashAnnotation] == string(uid)
 }
 
 // writeJSON writes v as a 200 JSON response.

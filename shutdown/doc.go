@@ -33,8 +33,9 @@
 //		ShutdownGracePeriodCriticalPods:  cfg.ShutdownGracePeriodCriticalPods.Duration,
 //		ShutdownGracePeriodByPodPriority: cfg.ShutdownGracePeriodByPodPriority,
 //	})
+//	store := syncloop.NewPodStore() // built first; the loop it is given to answers through it
 //	m, err := shutdown.New(shutdown.Config{Groups: groups,
-//		ActivePods: loop.ActivePods, Killer: shutdown.PodKillerFunc(loop.KillPod)})
+//		ActivePods: store.ActivePods, Killer: shutdown.PodKillerFunc(store.KillPod)})
 //	admitters = append(admitters, m)                 // near the end of the chain
 //	statusmgr.ReadyCondition(runtimeCheck, plegCheck, m) // m.Ready
 //	go m.Run(ctx, shutdown.SignalTrigger(syscall.SIGPWR))

@@ -7,10 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // StateFileName is upstream kubelet's file, in its root directory, with
@@ -40,29 +41,13 @@ func LoadState(path string) (State, error) {
 	return s, nil
 }
 
-// storeState replaces path atomically (a temporary file, fsync, rename).
+// storeState replaces path atomically (fsutil.WriteFileAtomic).
 func storeState(path string, s State) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path))
-	if err != nil {
-		return fmt.Errorf("shutdown: Config.StateFile: %w", err)
-	}
-	_, werr := f.Write(b)
-	if werr == nil {
-		werr = f.Chmod(0o644)
-	}
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if err := errors.Join(werr, f.Close()); err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("shutdown: Config.StateFile: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		_ = os.Remove(f.Name())
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
 		return fmt.Errorf("shutdown: Config.StateFile: %w", err)
 	}
 	return nil

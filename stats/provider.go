@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/poddir"
 )
 
 // CRIStats is what the provider needs of the container runtime;
@@ -400,7 +401,7 @@ func (p *Provider) podStorage(ctx context.Context, ps *statsapi.PodStats, nodeFs
 // cache), for a provider without Config.Specs; the disk-backed ones are
 // its local ephemeral storage.
 func (p *Provider) walkEmptyDirs(ctx context.Context, uid string, nodeFs *statsapi.FsStats, now time.Time) podVolumes {
-	dir := filepath.Join(p.cfg.RootDir, "pods", uid, "volumes", "kubernetes.io~empty-dir")
+	dir := filepath.Join(poddir.Volumes(p.cfg.RootDir, types.UID(uid)), "kubernetes.io~empty-dir")
 	entries, _ := os.ReadDir(dir)
 	var pv podVolumes
 	for _, e := range entries {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	statsapi "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+
+	"github.com/nodekit/nodekit/internal/poddir"
 )
 
 // PodSpecs lists the agent's pods, whose plugin volumes the provider
@@ -153,7 +154,7 @@ func (p *Provider) MeasureVolumes(ctx context.Context) {
 func (p *Provider) measureVolume(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (statsapi.VolumeStats, bool) {
 	logger := klog.FromContext(ctx)
 	if dir := localPluginDir(vol); dir != "" {
-		st, err := measureDir(filepath.Join(p.cfg.RootDir, "pods", string(pod.UID), "volumes", dir, vol.Name), p.cfg.Clock.Now())
+		st, err := measureDir(poddir.Volume(p.cfg.RootDir, pod.UID, dir, vol.Name), p.cfg.Clock.Now())
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				logger.V(4).Info("Failed to calculate volume metrics", "pod", klog.KObj(pod), "podUID", pod.UID, "volumeName", vol.Name, "err", err)

@@ -37,6 +37,7 @@
 // with PressureCondition).
 //
 //	sink := statusmgr.NewAPISink(client)
+//	store := syncloop.NewPodStore() // the pod store, built first, also given to the loop
 //	pods, _ := statusmgr.NewManager(statusmgr.Config{Sink: sink, Mirrors: store, Pods: store})
 //	node, _ := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{NodeName: name, NodeIP: ip,
 //		Runtime: rt, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{

@@ -11,28 +11,29 @@ import (
 	"github.com/nodekit/nodekit/internal/podutil"
 )
 
-// ProbeKind names a probe.
-type ProbeKind string
+// ProbeKind names a probe: the root contract's type, under the name the
+// loop's Config reads with.
+type ProbeKind = nodekit.ProbeKind
 
-// The probe kinds.
+// The probe kinds (nodekit's).
 const (
-	Liveness  ProbeKind = "liveness"
-	Readiness ProbeKind = "readiness"
-	Startup   ProbeKind = "startup"
+	Liveness  = nodekit.ProbeLiveness
+	Readiness = nodekit.ProbeReadiness
+	Startup   = nodekit.ProbeStartup
 )
 
-// ProbeResult is the last result of a probe.
-type ProbeResult int
+// ProbeResult is the last result of a probe: the root contract's type.
+type ProbeResult = nodekit.ProbeResult
 
-// Probe results.
+// Probe results (nodekit's).
 const (
-	ProbeUnknown ProbeResult = iota
-	ProbeSuccess
-	ProbeFailure
+	ProbeUnknown = nodekit.ProbeUnknown
+	ProbeSuccess = nodekit.ProbeSuccess
+	ProbeFailure = nodekit.ProbeFailure
 )
 
 // ProbeResults tells the loop the last result of a container's probes. The
-// probes package implements it; nil means no probes run.
+// probes package's Manager implements it; nil means no probes run.
 type ProbeResults interface {
 	// Result returns the last result and whether there is one.
 	Result(kind ProbeKind, id nodekit.ContainerID) (ProbeResult, bool)

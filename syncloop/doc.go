@@ -36,7 +36,12 @@
 // directly: those come in through nodekit.Runtime and the StatusManager
 // (package statusmgr). It keeps the pods it was told to run in a PodStore,
 // which a main builds first and hands to the loop and to the store's
-// readers, so nothing is bound late:
+// readers, so nothing is bound late. The store also answers for the loop
+// it is given to (ActivePods, NotTerminatedPods, SourcesReady,
+// PodCleanedUp, KillPod, ShouldPodContentBeRemoved,
+// ShouldPodRuntimeBeRemoved), so the parts built before the loop —
+// admission policies, resource managers, eviction, garbage collection,
+// node shutdown, in-place resize — are handed the store:
 //
 //	store := syncloop.NewPodStore()
 //	cache := pleg.NewCache()
@@ -54,6 +59,10 @@
 // worker step on the caller's goroutine, so a test drives the loop on a
 // fake clock without goroutines or sleeps (agenttest's stepped SimNode
 // does). HandleUpdate, SyncDue and Housekeeping are the finer steps.
+// Housekeeping removes the directories (ROOT/pods/UID) of pods that are
+// gone, unless something is still mounted below them: it lists mounts
+// through Config.Mounts (fullagent hands the volume manager's Mounter),
+// else reads the host's mount table.
 //
 // With Config.TracerProvider each pod worker step runs in upstream
 // kubelet's span (syncPod, syncTerminatingPod, syncTerminatedPod, with

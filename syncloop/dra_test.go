@@ -10,8 +10,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
@@ -63,28 +61,26 @@ func lastFor(calls []string, pod *v1.Pod) string {
 // never calls the manager.
 func TestDynamicResourcesPreparedBeforeStartReleasedAfterKill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		ev := &recordedEvents{}
-		dra := &fakeDRA{rt: rt, failPrepares: 1}
-		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.DynamicResources, c.Recorder = dra, ev })
+		dra := &fakeDRA{failPrepares: 1}
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{Runtime: func(f *agenttest.FakeRuntime) nodekit.Runtime {
+			dra.rt = f // the manager reads the runtime's calls
+			return f
+		}, Loop: func(c *syncloop.Config) { c.DynamicResources, c.Recorder = dra, ev }})
 		name := "claim"
 		p := pod("u1", v1.RestartPolicyAlways, "app")
 		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &name}}
-		n.send(nodekit.ADD, p, pod("plain", v1.RestartPolicyAlways, "app"))
-		settle(3 * time.Second)
+		n.AddPod(p, pod("plain", v1.RestartPolicyAlways, "app"))
+		n.Settle(3 * time.Second)
 		if got := ev.matching("Warning FailedPrepareDynamicResources"); len(got) != 1 ||
 			got[0] != "Warning FailedPrepareDynamicResources Failed to prepare dynamic resources: claim not reserved" {
 			t.Fatalf("events = %q", got)
 		}
-		if s := n.status.get(t, "u1"); s.Phase != v1.PodRunning {
+		if s := simStatus(t, n, "u1"); s.Phase != v1.PodRunning {
 			t.Fatalf("pod after the retry: %s, want Running", s.Phase)
 		}
-		del := p.DeepCopy()
-		now := metav1.Now()
-		grace := int64(30)
-		del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
-		n.send(nodekit.DELETE, del)
-		settle(3 * time.Second)
+		n.DeletePod(p) // graceful, 30 s
+		n.Settle(3 * time.Second)
 
 		dra.mu.Lock()
 		calls := append([]string(nil), dra.calls...)

@@ -8,9 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -43,20 +41,19 @@ func (f *fakeHealth) set(h v1.ResourceHealthStatus) {
 // not at the next periodic sync.
 func TestAllocatedResourcesStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		dev := &fakeHealth{name: "example.com/foo", health: v1.ResourceHealthStatusHealthy}
 		claim := &fakeHealth{name: "claim:gpu", health: v1.ResourceHealthStatusHealthy}
 		wake := make(chan types.UID, 1)
-		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) {
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{Loop: func(c *syncloop.Config) {
 			c.ResourceHealth = []syncloop.ResourceHealth{dev, claim}
 			c.ProbeUpdates = wake
 			c.SyncPeriod = time.Hour
-		})
+		}})
 		p := pod("u1", v1.RestartPolicyAlways, "app", "other")
 		p.Spec.InitContainers = []v1.Container{{Name: "app-init", Image: "busybox"}}
-		n.send(nodekit.ADD, p)
-		settle(3 * time.Second)
-		st := n.status.get(t, "u1")
+		n.AddPod(p)
+		n.Settle(3 * time.Second)
+		st := simStatus(t, n, "u1")
 		if len(st.ContainerStatuses) != 2 {
 			t.Fatalf("container statuses %+v, want 2", st.ContainerStatuses)
 		}
@@ -75,8 +72,8 @@ func TestAllocatedResourcesStatus(t *testing.T) {
 
 		claim.set(v1.ResourceHealthStatusUnhealthy)
 		wake <- "u1"
-		settle(2 * time.Second)
-		got = n.status.get(t, "u1").ContainerStatuses[0].AllocatedResourcesStatus
+		n.Settle(2 * time.Second)
+		got = simStatus(t, n, "u1").ContainerStatuses[0].AllocatedResourcesStatus
 		if len(got) != 2 || got[1].Resources[0].Health != v1.ResourceHealthStatusUnhealthy {
 			t.Errorf("after the notice: %+v, want claim:gpu Unhealthy", got)
 		}

@@ -112,6 +112,13 @@ type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
+// MountLister lists the host's mount points (paths, in mount order), for
+// housekeeping, which never removes a pod directory with something still
+// mounted below it. volumemgr.HostMounter's MountPoints, adapted, is one.
+type MountLister interface {
+	MountPaths(ctx context.Context) ([]string, error)
+}
+
 // EventRecorder records events; client-go's record.EventRecorder fits.
 type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...interface{})

@@ -7,32 +7,32 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 )
 
+// TestKillPodEvicts: a node-level policy kills a pod through the pod
+// store (as eviction does, built before the loop), on a running SimNode.
 func TestKillPodEvicts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
-		n := startNode(t, rt, rt)
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{})
+		pods := n.PodStore()
 		victim := pod("u1", v1.RestartPolicyAlways, "app")
 		other := pod("u2", v1.RestartPolicyAlways, "app")
-		n.send(nodekit.ADD, victim, other)
-		settle(3 * time.Second)
-		if n.loop.ShouldPodRuntimeBeRemoved("u1") || n.loop.ShouldPodContentBeRemoved("u1") {
+		n.AddPod(victim, other)
+		n.Settle(3 * time.Second)
+		if pods.ShouldPodRuntimeBeRemoved("u1") || pods.ShouldPodContentBeRemoved("u1") {
 			t.Fatal("a running pod's runtime or content may be removed")
 		}
 
 		errc := make(chan error, 1)
 		go func() {
-			errc <- n.loop.KillPod(context.Background(), victim, 0, func(s *v1.PodStatus) {
+			errc <- pods.KillPod(context.Background(), victim, 0, func(s *v1.PodStatus) {
 				s.Phase, s.Reason, s.Message = v1.PodFailed, "Evicted", "The node was low on resource: ephemeral-storage."
 				s.Conditions = append(s.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonTerminationByKubelet})
 			})
 		}()
-		settle(3 * time.Second)
+		n.Settle(3 * time.Second)
 		select {
 		case err := <-errc:
 			if err != nil {
@@ -42,40 +42,40 @@ func TestKillPodEvicts(t *testing.T) {
 			t.Fatal("KillPod still blocks after the pod terminated")
 		}
 
-		s := n.status.get(t, "u1")
+		s := simStatus(t, n, "u1")
 		if s.Phase != v1.PodFailed || s.Reason != "Evicted" || condition(s, v1.DisruptionTarget) != v1.ConditionTrue {
 			t.Fatalf("evicted status: phase=%s reason=%q conditions=%+v", s.Phase, s.Reason, s.Conditions)
 		}
 		if cs := containerState(t, s, "app"); cs.State.Running != nil {
 			t.Fatalf("the evicted pod's container still runs: %+v", cs.State)
 		}
-		if got := n.status.get(t, "u2").Phase; got != v1.PodRunning {
+		if got := simStatus(t, n, "u2").Phase; got != v1.PodRunning {
 			t.Fatalf("the other pod is %s, want Running", got)
 		}
-		for _, p := range n.loop.ActivePods() {
+		for _, p := range pods.ActivePods() {
 			if p.UID == "u1" {
 				t.Fatal("an evicted pod is still active")
 			}
 		}
-		if !n.loop.PodCleanedUp(context.Background(), victim) {
+		if !pods.PodCleanedUp(context.Background(), victim) {
 			t.Fatal("the evicted pod is not cleaned up")
 		}
 		// Evicted: its content may go although its API object stays; the
 		// other pod's may not.
-		if !n.loop.ShouldPodContentBeRemoved("u1") || !n.loop.ShouldPodRuntimeBeRemoved("u1") {
+		if !pods.ShouldPodContentBeRemoved("u1") || !pods.ShouldPodRuntimeBeRemoved("u1") {
 			t.Fatal("an evicted, terminated pod's content is kept")
 		}
-		if n.loop.ShouldPodContentBeRemoved("u2") {
+		if pods.ShouldPodContentBeRemoved("u2") {
 			t.Fatal("a running pod's content may be removed")
 		}
 		// A later sync keeps the verdict.
-		n.send(nodekit.UPDATE, victim)
-		settle(2 * time.Second)
-		if s := n.status.get(t, "u1"); s.Phase != v1.PodFailed || s.Reason != "Evicted" {
+		n.UpdatePod(victim)
+		n.Settle(2 * time.Second)
+		if s := simStatus(t, n, "u1"); s.Phase != v1.PodFailed || s.Reason != "Evicted" {
 			t.Fatalf("after an update: phase=%s reason=%q", s.Phase, s.Reason)
 		}
 		// Killing it again returns at once.
-		if err := n.loop.KillPod(context.Background(), victim, 0, nil); err != nil {
+		if err := pods.KillPod(context.Background(), victim, 0, nil); err != nil {
 			t.Fatalf("second KillPod: %v", err)
 		}
 	})
@@ -83,22 +83,22 @@ func TestKillPodEvicts(t *testing.T) {
 
 func TestTerminatedPodRuntimeRemovable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
-		n := startNode(t, rt, rt)
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{})
+		rt, pods := n.Runtime(), n.PodStore()
 		p := pod("u1", v1.RestartPolicyNever, "app")
-		n.send(nodekit.ADD, p)
-		settle(2 * time.Second)
+		n.AddPod(p)
+		n.Settle(2 * time.Second)
 		_ = rt.ExitContainer("u1", "app", 0)
-		settle(3 * time.Second)
+		n.Settle(3 * time.Second)
 		// Succeeded but not deleted: containers may go, logs stay.
-		if !n.loop.ShouldPodRuntimeBeRemoved("u1") {
+		if !pods.ShouldPodRuntimeBeRemoved("u1") {
 			t.Fatal("a terminated pod's runtime is kept")
 		}
-		if n.loop.ShouldPodContentBeRemoved("u1") {
+		if pods.ShouldPodContentBeRemoved("u1") {
 			t.Fatal("the content of a terminated, not deleted pod may be removed")
 		}
 		// Unknown pods are gone once every source has been seen and handled.
-		if !n.loop.ShouldPodContentBeRemoved("nobody") {
+		if !pods.ShouldPodContentBeRemoved("nobody") {
 			t.Fatal("an unknown pod's content is kept")
 		}
 	})

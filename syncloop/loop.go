@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/fsutil"
+	"github.com/nodekit/nodekit/internal/poddir"
 	"github.com/nodekit/nodekit/internal/podutil"
 	"github.com/nodekit/nodekit/pleg"
 )
@@ -26,8 +27,10 @@ import (
 type Config struct {
 	Runtime nodekit.Runtime
 	// Pods is the pod store the loop keeps: built first (NewPodStore) and
-	// handed to its readers too (statusmgr's Pods and Mirrors). Nil means
-	// the loop makes its own, readable through Loop.Store.
+	// handed to its readers too (statusmgr's Pods and Mirrors) and to the
+	// parts built before the loop that need its view of the pods
+	// (PodStore.ActivePods, KillPod, ...). Nil means the loop makes its
+	// own, readable through Loop.Store. A store serves one loop.
 	Pods *PodStore
 	// Cache is the PLEG's pod cache.
 	Cache PodCache
@@ -73,6 +76,11 @@ type Config struct {
 
 	// RootDir holds pod directories (RootDir/pods/UID). Required.
 	RootDir string
+	// Mounts lists the host's mount points; housekeeping leaves a pod
+	// directory alone while anything is mounted below it. Nil reads
+	// /proc/self/mountinfo (internal/fsutil.MountPaths); a main with a
+	// volume manager hands its Mounter's listing (fullagent does).
+	Mounts MountLister
 	// NodeIPs are reported as hostIP(s) and as podIPs of hostNetwork pods.
 	NodeIPs []string
 	Clock   clock.WithTicker
@@ -203,10 +211,14 @@ func New(cfg Config) (*Loop, error) {
 	if cfg.TracerProvider != nil {
 		w.tracer = cfg.TracerProvider.Tracer(instrumentationScope)
 	}
-	return &Loop{
+	l := &Loop{
 		cfg: cfg, store: cfg.Pods, syncer: s, clock: cfg.Clock, waiting: map[types.UID]*v1.Pod{},
 		workers: w,
-	}, nil
+	}
+	if !cfg.Pods.attach(l) {
+		return nil, errors.New("syncloop: Config.Pods is the pod store of another Loop")
+	}
+	return l, nil
 }
 
 // Run runs the loop until ctx is done, then waits for the pod workers to
@@ -615,15 +627,15 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 		}
 		v.CleanupPods(keep)
 	}
-	if err := l.cleanupPodDirs(known, running); err != nil {
+	if err := l.cleanupPodDirs(ctx, known, running); err != nil {
 		logger.Error(err, "Housekeeping: unable to clean up pod directories")
 	}
 }
 
 // cleanupPodDirs removes ROOT/pods/UID of pods that are neither desired nor
 // running, unless something is still mounted below them.
-func (l *Loop) cleanupPodDirs(known map[types.UID]workerPhase, running []*nodekit.Pod) error {
-	entries, err := os.ReadDir(filepath.Join(l.cfg.RootDir, "pods"))
+func (l *Loop) cleanupPodDirs(ctx context.Context, known map[types.UID]workerPhase, running []*nodekit.Pod) error {
+	entries, err := os.ReadDir(poddir.Pods(l.cfg.RootDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -641,9 +653,9 @@ func (l *Loop) cleanupPodDirs(known map[types.UID]workerPhase, running []*nodeki
 		if _, ok := known[uid]; ok || live[uid] {
 			continue
 		}
-		dir := filepath.Join(l.cfg.RootDir, "pods", e.Name())
+		dir := poddir.Pod(l.cfg.RootDir, uid)
 		if mounts == nil {
-			if mounts, err = mountPoints(); err != nil {
+			if mounts, err = l.mountPaths(ctx); err != nil {
 				return err
 			}
 		}
@@ -657,18 +669,12 @@ func (l *Loop) cleanupPodDirs(known map[types.UID]workerPhase, running []*nodeki
 	return errors.Join(errs...)
 }
 
-func mountPoints() ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return nil, fmt.Errorf("read mounts: %w", err)
+// mountPaths lists the mount points, through Config.Mounts if set.
+func (l *Loop) mountPaths(ctx context.Context) ([]string, error) {
+	if l.cfg.Mounts != nil {
+		return l.cfg.Mounts.MountPaths(ctx)
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 {
-			out = append(out, f[1])
-		}
-	}
-	return out, nil
+	return fsutil.MountPaths()
 }
 
 func hasMountBelow(mounts []string, dir string) bool {

@@ -7,11 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -46,16 +43,15 @@ var _ syncloop.Metrics = (*loopMetrics)(nil)
 
 func TestLoopMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		m := &loopMetrics{ops: map[string]int{}}
-		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Metrics = m })
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{Loop: func(c *syncloop.Config) { c.Metrics = m }})
 		seen := time.Now().Add(-time.Second)
 		p := pod("u1", v1.RestartPolicyAlways, "app")
 		p.Annotations = map[string]string{"kubernetes.io/config.seen": seen.Format("2006-01-02T15:04:05.000000000Z07:00")}
-		n.send(nodekit.ADD, p)
-		settle(2 * time.Second)
+		n.AddPod(p)
+		n.Settle(2 * time.Second)
 		// Periodic syncs of the running pod observe no new start.
-		settle(70 * time.Second)
+		n.Settle(70 * time.Second)
 
 		m.mu.Lock()
 		if len(m.started) != 1 || !m.started[0].Equal(seen) || !m.running[0].After(seen) {
@@ -66,12 +62,8 @@ func TestLoopMetrics(t *testing.T) {
 		}
 		m.mu.Unlock()
 
-		del := p.DeepCopy()
-		now := metav1.Now()
-		grace := int64(30)
-		del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
-		n.send(nodekit.DELETE, del)
-		settle(5 * time.Second)
+		n.DeletePod(p) // graceful, 30 s
+		n.Settle(5 * time.Second)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.ops["terminated"] == 0 || len(m.forgotten) != 1 || m.forgotten[0] != "u1" {

@@ -1,8 +1,11 @@
 package syncloop
 
 import (
+	"context"
+	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,10 +19,82 @@ import (
 // which alone writes it, and to everything that reads pods by UID or
 // mirror pods by name (statusmgr's Pods and Mirrors, a probe relay, the
 // node API). It is safe for concurrent use.
+//
+// The store also answers for the loop it is given to: ActivePods,
+// NotTerminatedPods, SourcesReady, PodCleanedUp, KillPod,
+// ShouldPodContentBeRemoved and ShouldPodRuntimeBeRemoved are the Loop's
+// methods of those names, so parts built before the loop (admission
+// policies, resource managers, eviction and garbage collection, node
+// shutdown, in-place resize) are handed the store rather than a closure
+// over a loop variable assigned later. syncloop.New attaches the loop; a
+// store serves one loop. Until then the store reports what is true of a
+// node where nothing runs yet: no active pods, sources not ready, every
+// pod cleaned up, nothing of a pod to be removed, and KillPod fails.
 type PodStore struct {
 	mu      sync.RWMutex
 	pods    map[types.UID]*v1.Pod
 	mirrors map[string]*v1.Pod // by full name
+
+	loop atomic.Pointer[Loop] // set once by New
+}
+
+// errNoLoop is KillPod's error before a loop runs on the store.
+var errNoLoop = errors.New("syncloop: no Loop runs on this pod store yet")
+
+// attach makes l the loop the store answers for; false if it has one.
+func (s *PodStore) attach(l *Loop) bool { return s.loop.CompareAndSwap(nil, l) }
+
+// ActivePods is Loop.ActivePods; none before a loop runs on the store.
+func (s *PodStore) ActivePods() []*v1.Pod {
+	if l := s.loop.Load(); l != nil {
+		return l.ActivePods()
+	}
+	return nil
+}
+
+// NotTerminatedPods is Loop.NotTerminatedPods; none before a loop runs on
+// the store.
+func (s *PodStore) NotTerminatedPods() []*v1.Pod {
+	if l := s.loop.Load(); l != nil {
+		return l.NotTerminatedPods()
+	}
+	return nil
+}
+
+// SourcesReady is Loop.SourcesReady; false before a loop runs on the store.
+func (s *PodStore) SourcesReady() bool {
+	l := s.loop.Load()
+	return l != nil && l.SourcesReady()
+}
+
+// PodCleanedUp is Loop.PodCleanedUp; true before a loop runs on the store
+// (no worker has the pod).
+func (s *PodStore) PodCleanedUp(ctx context.Context, pod *v1.Pod) bool {
+	l := s.loop.Load()
+	return l == nil || l.PodCleanedUp(ctx, pod)
+}
+
+// ShouldPodContentBeRemoved is Loop.ShouldPodContentBeRemoved; false
+// before a loop runs on the store.
+func (s *PodStore) ShouldPodContentBeRemoved(uid types.UID) bool {
+	l := s.loop.Load()
+	return l != nil && l.ShouldPodContentBeRemoved(uid)
+}
+
+// ShouldPodRuntimeBeRemoved is Loop.ShouldPodRuntimeBeRemoved; false
+// before a loop runs on the store.
+func (s *PodStore) ShouldPodRuntimeBeRemoved(uid types.UID) bool {
+	l := s.loop.Load()
+	return l != nil && l.ShouldPodRuntimeBeRemoved(uid)
+}
+
+// KillPod is Loop.KillPod; an error before a loop runs on the store.
+func (s *PodStore) KillPod(ctx context.Context, pod *v1.Pod, gracePeriodSeconds int64, status func(*v1.PodStatus)) error {
+	l := s.loop.Load()
+	if l == nil {
+		return errNoLoop
+	}
+	return l.KillPod(ctx, pod, gracePeriodSeconds, status)
 }
 
 // NewPodStore returns an empty pod store.

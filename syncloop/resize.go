@@ -75,9 +75,12 @@ func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 		}
 	}
 	restart, changed, err := s.resize.Actuate(ctx, pod, running)
-	if changed || err != nil || len(stopped) > 0 {
+	if err != nil || changed && len(stopped) == 0 {
 		// Show the new resources, or why they are not, now rather than
-		// at the next sync.
+		// at the next sync. Containers stopped to restart them start in
+		// this sync's runtime call: as upstream, the status of this sync
+		// stays the one built before (the old containers running, the
+		// resize in progress), and the next sync shows the new ones.
 		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
 	}
 	if err != nil {

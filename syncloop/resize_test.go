@@ -51,14 +51,14 @@ func TestInPlaceResize(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		rec := &resizeRecorder{calls: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
-		var n *node
+		store := syncloop.NewPodStore() // built first: the resizer reads the loop's pods through it
 		m, err := allocation.New(allocation.Config{
-			Containers: rec, Pods: func() []*v1.Pod { return n.loop.ActivePods() },
+			Containers: rec, Pods: store.ActivePods,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n = startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Resizer = m })
+		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Pods, c.Resizer = store, m })
 		p := pod("u1", v1.RestartPolicyAlways, "inplace", "restarts")
 		withResources(p, "inplace", "100m", "64Mi", false)
 		withResources(p, "restarts", "100m", "64Mi", true)
@@ -152,14 +152,14 @@ func TestResizeRestartStopsBeforePodCgroupShrinks(t *testing.T) {
 		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		rec := &resizeRecorder{calls: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
 		cg := &strictPodCgroup{rt: rt}
-		var n *node
+		store := syncloop.NewPodStore() // built first: the resizer reads the loop's pods through it
 		m, err := allocation.New(allocation.Config{
-			Containers: rec, PodCgroup: cg, Pods: func() []*v1.Pod { return n.loop.ActivePods() },
+			Containers: rec, PodCgroup: cg, Pods: store.ActivePods,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		n = startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Resizer = m })
+		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Pods, c.Resizer = store, m })
 		p := pod("u1", v1.RestartPolicyAlways, "inplace", "restarts")
 		withResources(p, "inplace", "100m", "64Mi", false)
 		withResources(p, "restarts", "200m", "64Mi", false)

@@ -26,10 +26,18 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testd
 // SimNode: the real loop, PLEG and status manager on a fake clock, every
 // step on the test's goroutine (no sleeps, no goroutines). The commands:
 //
+//	node resize cpu=Q memory=Q        (first command only) a node with in-place
+//	                                  resize and that allocatable (scenario_resize_test.go)
 //	pod name=N [restart=Always|OnFailure|Never] [init=(a,b)] [containers=(c)] [grace=S] [static]
 //	    [sidecars=(b)]              those init containers are sidecars (restartPolicy Always)
 //	    [restartall=(c:42)]         c gets a RestartAllContainers rule for exit code 42
 //	                                (and restartPolicy Never unless it is a sidecar)
+//	    [res=(c:CPU:MEM)]           c requests and is limited to CPU and MEM
+//	    [restart-on=(c:memory)]     c's resizePolicy restarts it for a memory resize
+//	resize pod=N res=(c:CPU:MEM)      the API server's resize: c's new resources, next generation
+//	resize-status pod=N               the resize conditions and each container's resources
+//	resized pod=N container=C         the runtime's in-place resizes of the container
+//	events pod=N                      the events recorded on the pod
 //	exit pod=N container=C code=K     the runtime's container exits
 //	step                              one round at the current time
 //	advance d=DURATION                time passes, a round each second
@@ -47,28 +55,42 @@ func TestScenarios(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			s := newScenarioNode(t)
+			s := &scenarioNode{t: t, pods: map[string]*v1.Pod{}}
 			scenario.Run(t, path, *rewrite, s.do)
 		})
 	}
 }
 
-// scenarioNode is a stepped SimNode and the pods a scenario made.
+// scenarioNode is a stepped SimNode and the pods a scenario made. The
+// node is started by the first command: a "node" command's options, else
+// the defaults.
 type scenarioNode struct {
-	t     *testing.T
-	n     *agenttest.SimNode
-	start time.Time
-	pods  map[string]*v1.Pod
+	t    *testing.T
+	n    *agenttest.SimNode
+	pods map[string]*v1.Pod
 }
 
-func newScenarioNode(t *testing.T) *scenarioNode {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	n := agenttest.StartSimNode(t, agenttest.SimOptions{Clock: testingclock.NewFakeClock(start)})
-	return &scenarioNode{t: t, n: n, start: start, pods: map[string]*v1.Pod{}}
+// startNode starts the stepped SimNode with opts on the scenario clock.
+func (s *scenarioNode) startNode(opts agenttest.SimOptions) {
+	opts.Clock = testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s.n = agenttest.StartSimNode(s.t, opts)
 }
 
 func (s *scenarioNode) do(c *scenario.Command) string {
 	ctx := klog.NewContext(s.t.Context(), ktesting.NewLogger(s.t, ktesting.NewConfig(ktesting.Verbosity(2))))
+	if c.Name == "node" {
+		if s.n != nil {
+			s.t.Fatalf("%s: node must be the first command", c.Pos)
+		}
+		s.startNode(nodeOptions(s.t, c))
+		return ""
+	}
+	if s.n == nil {
+		s.startNode(agenttest.SimOptions{})
+	}
+	if out, ok := s.doResize(c); ok {
+		return out
+	}
 	switch c.Name {
 	case "pod":
 		return s.addPod(c)
@@ -151,7 +173,7 @@ func (s *scenarioNode) addPod(c *scenario.Command) string {
 	}
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: "default", UID: types.UID(fmt.Sprintf("%s-v%d", name, version)),
-		CreationTimestamp: metav1.NewTime(s.n.Now()),
+		CreationTimestamp: metav1.NewTime(s.n.Now()), Generation: 1,
 	}}
 	restart, _ := c.Arg("restart")
 	p.Spec.RestartPolicy = v1.RestartPolicy(restart)
@@ -169,6 +191,7 @@ func (s *scenarioNode) addPod(c *scenario.Command) string {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
 	}
 	setRestartRules(s.t, c, &p.Spec)
+	setResources(s.t, c, &p.Spec)
 	if g, ok := c.Arg("grace"); ok {
 		v, err := strconv.ParseInt(g, 10, 64)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/poddir"
 	"github.com/nodekit/nodekit/internal/podstatus"
 	"github.com/nodekit/nodekit/internal/podutil"
 )
@@ -157,7 +158,7 @@ func (s *syncer) setStatus(ctx context.Context, pod *v1.Pod, st v1.PodStatus) {
 
 // PodDir is where the agent keeps a pod's files, as upstream:
 // ROOT/pods/UID.
-func PodDir(root string, uid types.UID) string { return filepath.Join(root, "pods", string(uid)) }
+func PodDir(root string, uid types.UID) string { return poddir.Pod(root, uid) }
 
 // SyncPod brings a running pod toward its spec: it publishes the pod's
 // status, prepares what the pod needs before its sandbox, decides the
@@ -428,7 +429,7 @@ func (s *syncer) ensureMirror(ctx context.Context, pod, mirror *v1.Pod) error {
 		return nil
 	}
 	if mirror != nil {
-		if mirror.DeletionTimestamp == nil && mirror.Annotations["kubernetes.io/config.mirror"] == pod.Annotations["kubernetes.io/config.hash"] {
+		if mirror.DeletionTimestamp == nil && mirror.Annotations[podutil.ConfigMirrorAnnotation] == pod.Annotations[podutil.ConfigHashAnnotation] {
 			return nil
 		}
 		uid := mirror.UID

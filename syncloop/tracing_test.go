@@ -12,8 +12,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
@@ -43,20 +41,18 @@ func (r *spanRuntime) KillPod(ctx context.Context, req nodekit.KillPodRequest) e
 
 func TestTracing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fake := agenttest.NewFakeRuntime(clock.RealClock{})
-		rt := &spanRuntime{Runtime: fake}
+		var rt *spanRuntime
 		spans := tracetest.NewSpanRecorder()
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-		n := startNodeWith(t, rt, fake, func(c *syncloop.Config) { c.TracerProvider = tp })
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{
+			Runtime: func(f *agenttest.FakeRuntime) nodekit.Runtime { rt = &spanRuntime{Runtime: f}; return rt },
+			Loop:    func(c *syncloop.Config) { c.TracerProvider = tp },
+		})
 		p := pod("u1", v1.RestartPolicyAlways, "app")
-		n.send(nodekit.ADD, p)
-		settle(2 * time.Second)
-		del := p.DeepCopy()
-		now := metav1.Now()
-		grace := int64(30)
-		del.DeletionTimestamp, del.DeletionGracePeriodSeconds = &now, &grace
-		n.send(nodekit.DELETE, del)
-		settle(5 * time.Second)
+		n.AddPod(p)
+		n.Settle(2 * time.Second)
+		n.DeletePod(p) // graceful, 30 s
+		n.Settle(5 * time.Second)
 
 		byName := map[string][]sdktrace.ReadOnlySpan{}
 		ids := map[trace.SpanID]string{}

@@ -11,9 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/clock"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/syncloop"
 	"github.com/nodekit/nodekit/volumemgr"
@@ -50,7 +48,6 @@ func (r *recordedEvents) matching(prefix string) []string {
 // the runtime is never asked to create the pod.
 func TestUnsupportedVolumeWaitsInContainerCreating(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rt := agenttest.NewFakeRuntime(clock.RealClock{})
 		ev := &recordedEvents{}
 		vm, err := volumemgr.New(volumemgr.Config{RootDir: t.TempDir(), Mounter: &volumemgrtest.Mounter{}, Objects: &volumemgrtest.Objects{}, Events: ev})
 		if err != nil {
@@ -59,23 +56,24 @@ func TestUnsupportedVolumeWaitsInContainerCreating(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
 		go func() { _ = vm.Run(ctx) }()
-		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Volumes, c.Recorder = vm, ev })
+		n := agenttest.StartSimNode(t, agenttest.SimOptions{Loop: func(c *syncloop.Config) { c.Volumes, c.Recorder = vm, ev }})
+		rt := n.Runtime()
 		p := pod("u1", v1.RestartPolicyAlways, "app")
 		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "claim"}}}}
 		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
-		n.send(nodekit.ADD, p)
-		settle(100 * time.Millisecond)
+		n.AddPod(p)
+		n.Settle(100 * time.Millisecond)
 		want := `Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: ` +
 			`failed to get Plugin from volumeSpec for volume "data" err=no volume plugin matched: persistentVolumeClaim volumes are not supported by this node agent`
 		if got := ev.matching("Warning FailedMount"); len(got) != 1 || got[0] != want {
 			t.Fatalf("events at once = %q\nwant [%s]", got, want)
 		}
 		// Attempts at 0, 1, 3, 7 s, then 15 s: four in the first 10 s.
-		settle(10 * time.Second)
+		n.Settle(10 * time.Second)
 		if got := ev.matching("Warning FailedMount"); len(got) != 4 {
 			t.Fatalf("%d FailedMount events in 10 s, want 4 (back-off 1, 2, 4 s): %q", len(got), got)
 		}
-		s := n.status.get(t, "u1")
+		s := simStatus(t, n, "u1")
 		cs := containerState(t, s, "app")
 		if s.Phase != v1.PodPending || cs.State.Waiting == nil || cs.State.Waiting.Reason != "ContainerCreating" {
 			t.Fatalf("status: phase %s, app %+v; want Pending, waiting ContainerCreating", s.Phase, cs.State)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/clock"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // CallLogFile is the call log's name in the state dir.
@@ -261,20 +263,9 @@ func envName(request string) string {
 // earlier claim never answers for a new one.
 func cdiDeviceName(uid types.UID) string { return "claim-" + string(uid) }
 
-// writeAtomic writes data to path through a temporary file and a rename,
-// so the runtime's directory watch never reads half a spec.
+// writeAtomic writes data to path through a temporary file and a rename
+// (fsutil.WriteFileAtomic), so the runtime's directory watch never reads
+// half a spec.
 func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return fsutil.WriteFileAtomic(path, data, 0o600, fsutil.NoSync(true))
 }

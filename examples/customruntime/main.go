@@ -75,7 +75,7 @@ func run(ctx context.Context, cfg config) error {
 	loop, err := syncloop.New(syncloop.Config{
 		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(), SourcesReady: pods.SeenAllSources,
 		Events: lifecycle.Events(), Health: func(context.Context) error { return lifecycle.Healthy() },
-		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
+		Probes: prober, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
 		Hooks:   probes.NewHookRunner(probes.HookConfig{Execer: rt}),
 		RootDir: cfg.rootDir,
 	})
@@ -87,14 +87,6 @@ func run(ctx context.Context, cfg config) error {
 		go func() { _ = part(ctx) }()
 	}
 	return loop.Run(ctx)
-}
-
-// probeResults hands the probe manager's results to the loop.
-type probeResults struct{ m *probes.Manager }
-
-func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
-	r, ok := p.m.Result(probes.Kind(k), id)
-	return syncloop.ProbeResult(r), ok
 }
 
 // printSink prints one line per published status.

@@ -97,7 +97,7 @@ type agent struct {
 	csi         *csiParts              // CSI drivers and the CSI volume plugin (csi.go); nil when standalone
 	podRes      *podresources.Server   // the podresources API (podresources.go)
 	dra         *dra.Manager           // DRA claims (dra.go); nil when standalone or the runtime has no CDI
-	probeRelay  *probeRelay            // probe results to the loop and the status manager
+	probeRelay  *probes.Relay          // probe results to the status manager and the loop
 	certRotator *bootstrap.Rotator     // client certificate rotation (bootstrap.go)
 	watching    *volumemgr.Watching    // ConfigMaps and Secrets of volumes, watched
 	shutdown    *shutdown.Manager      // graceful node shutdown (logind and SIGPWR)
@@ -132,7 +132,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 	if err != nil {
 		return nil, err
 	}
-	if err := a.newNodeSide(ctx, o, recorder, h); err != nil {
+	if err := a.newNodeSide(ctx, o, h); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -327,46 +327,55 @@ func reserved(cfg *kubeletv1beta1.KubeletConfiguration) v1.ResourceList {
 }
 
 // run starts every part (the node-facing ones, then the pod-facing ones)
-// and the loop, and blocks until the loop ends or a part fails; then it
-// stops the event broadcaster and closes the runtime.
+// and the loop in one run group, and blocks until the agent's context
+// ends, a part fails or the loop ends; then it waits for every part to
+// return, stops the event broadcaster and closes the runtime.
 func (a *agent) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	errc := make(chan error, 8)
-	start := func(name string, f func(context.Context) error) {
-		go func() {
-			if err := f(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- fmt.Errorf("%s: %w", name, err)
-			}
-		}()
-	}
 	sdNotify, err := newSystemdNotify(os.Getenv, os.Getpid(), a.loop.Healthy)
 	if err != nil {
 		return err
 	}
-	a.startNodeSide(ctx, start)
-	if err := a.startPodSide(ctx, start); err != nil {
-		return err
+	g := newRunGroup(ctx)
+	err = a.startParts(g.ctx, g, sdNotify)
+	if err != nil {
+		g.stop(err)
 	}
-	logger.Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
-	loopDone := make(chan error, 1)
-	go func() { loopDone <- a.loop.Run(ctx) }()
-	sdNotify.ready(ctx, start)
-	var loopErr error
-	select {
-	case err := <-errc:
-		return err
-	case loopErr = <-loopDone:
-	}
+	runErr := g.wait()
+	logger.Info("fullagent stopped", "cause", runErr)
 	if a.events != nil {
 		a.events.Shutdown()
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = a.runtime.Close(shutdownCtx)
-	if ctx.Err() != nil {
-		return nil // stopped: the loop ends with the context
+	switch {
+	case err != nil:
+		return err // a part could not start
+	case ctx.Err() != nil:
+		return nil // stopped: the agent's context ended
 	}
-	return loopErr
+	return runErr
+}
+
+// startParts starts the node side, the pod side, the loop and the systemd
+// watchdog in g. The loop ending (its update stream closed) ends the
+// group.
+func (a *agent) startParts(ctx context.Context, g *runGroup, sdNotify *systemdNotify) error {
+	a.startNodeSide(ctx, g.start)
+	if err := a.startPodSide(ctx, g.start); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("fullagent running", "runtime", a.cfg.ContainerRuntimeEndpoint, "staticPodPath", a.cfg.StaticPodPath)
+	g.start("sync loop", func(ctx context.Context) error {
+		err := a.loop.Run(ctx)
+		if err == nil && ctx.Err() == nil {
+			g.stop(errors.New("sync loop: its pod update stream ended"))
+		}
+		return err
+	})
+	sdNotify.ready(ctx, g.start)
+	return nil
 }
 
 // starter runs a part in the agent's group under a name its error carries.
@@ -419,7 +428,8 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 	if err := a.cgroups.start(ctx); err != nil {
 		return err
 	}
-	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, a) })
+	keeper := cgroupKeeper{pods: a.pods, runtime: a.runtime, classes: a.classes, resizer: a.resizer}
+	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, keeper) })
 	if err := a.devices.Start(ctx); err != nil {
 		return err
 	}
@@ -480,15 +490,6 @@ type discardSink struct{}
 
 func (discardSink) SetPodStatus(context.Context, *v1.Pod, *v1.PodStatus) error { return nil }
 func (discardSink) DeletePod(context.Context, *v1.Pod) error                   { return nil }
-
-// probeResults adapts the probe manager's results to the loop's types
-// (the same values under each package's own names).
-type probeResults struct{ m *probes.Manager }
-
-func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
-	r, ok := p.m.Result(probes.Kind(k), id)
-	return syncloop.ProbeResult(r), ok
-}
 
 // newPLEG builds the PLEG as kubelet v1.37 does, through pleg.New: the
 // generic PLEG, relisting every second; with the EventedPLEG gate (off by

@@ -12,6 +12,7 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/allocation"
 	"github.com/nodekit/nodekit/cgroupmgr"
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
@@ -167,7 +168,22 @@ type cgroupPods interface {
 	forgetResizes(ctx context.Context, keep map[types.UID]bool)
 }
 
-var _ cgroupPods = (*agent)(nil)
+// podLister lists the pods the runtime runs.
+type podLister interface {
+	ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error)
+}
+
+// cgroupKeeper is cgroupPods over the parts that know the pods: the
+// loop's pod store, the runtime, the runtime classes and the in-place
+// resize allocations (nil when off).
+type cgroupKeeper struct {
+	pods    *syncloop.PodStore
+	runtime podLister
+	classes *runtimeClasses
+	resizer *allocation.Manager
+}
+
+var _ cgroupPods = cgroupKeeper{}
 
 // step reconciles the QoS tiers and removes the cgroups of pods that are
 // gone.
@@ -216,16 +232,12 @@ func (pc *podCgroups) run(ctx context.Context, pods cgroupPods) error {
 	}
 }
 
-// activePods are the pods the QoS tiers are sized to: the loop's active
-// pods (read when called: the loop is built after the hooks).
-func (a *agent) activePods() []*v1.Pod { return a.loop.ActivePods() }
-
-// keep implements cgroupPods for the agent.
-func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {
-	if !a.loop.SourcesReady() {
+// keep implements cgroupPods.
+func (k cgroupKeeper) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) {
+	if !k.pods.SourcesReady() {
 		return nil, nil, false
 	}
-	running, err := a.runtime.ListPods(ctx, false)
+	running, err := k.runtime.ListPods(ctx, false)
 	if err != nil {
 		return nil, nil, false // never remove blind
 	}
@@ -233,10 +245,24 @@ func (a *agent) keep(ctx context.Context) (map[types.UID]bool, []*v1.Pod, bool) 
 	for _, p := range running {
 		keep[p.ID] = true
 	}
-	for _, p := range a.pods.Pods() {
-		if !a.loop.PodCleanedUp(ctx, p) {
+	for _, p := range k.pods.Pods() {
+		if !k.pods.PodCleanedUp(ctx, p) {
 			keep[p.UID] = true
 		}
 	}
-	return keep, a.loop.ActivePods(), true
+	return keep, k.pods.ActivePods(), true
+}
+
+// forgetClasses drops the runtime handlers of gone pods.
+func (k cgroupKeeper) forgetClasses(keep map[types.UID]bool) { k.classes.forget(keep) }
+
+// forgetResizes drops the allocations of pods no longer kept (those that
+// left while the agent was down; the loop forgets the others itself).
+func (k cgroupKeeper) forgetResizes(ctx context.Context, keep map[types.UID]bool) {
+	if k.resizer == nil {
+		return
+	}
+	if err := k.resizer.RemoveOrphans(keep); err != nil {
+		klog.FromContext(ctx).Error(err, "Unable to drop the allocations of pods that are gone")
+	}
 }

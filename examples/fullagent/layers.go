@@ -40,8 +40,9 @@ import (
 // The layers newAgent builds, in order. The pod store is built first on
 // the pod side and handed to the status manager, the probe relay and the
 // loop. The loop is built last; parts built before it that need its
-// workers' view (the resource, device and shutdown managers, eviction)
-// read a.loop through closures, and only once the agent runs.
+// workers' view (the resource, device, DRA and shutdown managers,
+// eviction and garbage collection, in-place resize) are handed the store,
+// which answers for the loop once syncloop.New has attached it.
 
 // newRuntimeSide builds the CRI runtime (and its image service), settles
 // the cgroup driver, the container log rotation and the PLEG, and returns
@@ -313,7 +314,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 		ContainerEnv: func(ctx context.Context, p *v1.Pod, c *v1.Container) ([]nodekit.EnvVar, error) {
 			return env.Envs(ctx, p, c, nil)
 		},
-		RecursiveReadOnly: rroSupport{a}, // runtimeclass.go
+		RecursiveReadOnly: rroSupport{a.runtime, a.classes}, // runtimeclass.go
 	}
 	if a.client != nil {
 		vcfg.Objects, vcfg.Tokens = a.volumeSources() // checkpoint.go
@@ -334,16 +335,27 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 	return builder, nil
 }
 
-// newProbes builds the probe manager and the relay of its results, and
-// returns the lifecycle hook runner.
+// newProbes builds the probe manager and returns the lifecycle hook
+// runner.
 func (a *agent) newProbes(recorder record.EventRecorder) (*probes.HookRunner, error) {
 	var err error
 	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
 	if err != nil {
 		return nil, err
 	}
-	a.probeRelay = newProbeRelay(a.probes, a.status, a.pods.GetPodByUID)
 	return probes.NewHookRunner(probes.HookConfig{Execer: a.runtime, Recorder: recorder}), nil
+}
+
+// newProbeRelay builds the relay of probe results into the pod statuses
+// and, with them, of the other wake-ups of the loop's pod workers: a
+// deferred resize that may fit now, a device's or claim's health change.
+func (a *agent) newProbeRelay() *probes.Relay {
+	wake := []<-chan types.UID{a.resizer.Retries()}
+	if report, _ := healthGates(a.gates); report {
+		dev, claims := healthUpdates(a.devices, a.dra)
+		wake = append(wake, dev, claims)
+	}
+	return probes.NewRelay(a.probes, a.status, a.pods, wake...)
 }
 
 // newPodSide builds the pod sources, the status manager, the node-level
@@ -371,6 +383,9 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if err != nil {
 		return h, err
 	}
+	if err := a.newReclaimSide(ctx, o, recorder); err != nil {
+		return h, err
+	}
 	admitters, err := a.newAdmitters(ctx, recorder, h.node)
 	if err != nil {
 		return h, err
@@ -382,10 +397,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	if a.resizer, err = a.newResizer(o.rootDir, h.node, recorder); err != nil {
 		return h, err
 	}
-	a.probeRelay.resizes = a.resizer.Retries() // deferred resizes wake their pod's worker
-	if report, _ := healthGates(a.gates); report {
-		a.probeRelay.devHealth, a.probeRelay.claimHealth = healthUpdates(a.devices, a.dra)
-	}
+	a.probeRelay = a.newProbeRelay()
 	a.loop, err = syncloop.New(syncloop.Config{
 		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(), Relister: a.pleg,
@@ -396,7 +408,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 			return a.pleg.Healthy()
 		},
 		Admitters:         admitters,
-		Probes:            probeResults{a.probes},
+		Probes:            a.probes,
 		ProbeWorkers:      a.probes,
 		ProbeUpdates:      a.probeRelay.Updates(),
 		Hooks:             hooks,
@@ -405,20 +417,42 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 		Volumes:           a.volumes,
 		DynamicResources:  draSync(a.dra),
 		Recorder:          recorder,
-		Options:           a.cgroups.options(a.resources.options(draOptions(a.dra, a.devices.WrapOptions(builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(o.rootDir, p.UID) }))))),
-		Sandbox:           a.cgroups.sandbox(a.activePods, a.classes.sandbox(builder.Sandbox)),
+		Options:           a.containerOptions(builder, o.rootDir),
+		Sandbox:           a.sandboxOptions(builder),
 		ContainerHash:     criruntime.HashContainer,
 		RootDir:           o.rootDir,
+		Mounts:            mountPaths{volumemgr.HostMounter{}},
 		NodeIPs:           h.nodeIPs,
 		SyncPeriod:        a.cfg.SyncFrequency.Duration,
 		Metrics:           a.metrics,
 		Resizer:           a.resizer,
 		UpdateObservers:   a.updateObservers(recorder),
 		ResourceHealth:    resourceHealth(a.gates, a.devices, a.dra),
-		RecursiveReadOnly: rroSupport{a},
+		RecursiveReadOnly: rroSupport{a.runtime, a.classes},
 		TracerProvider:    a.tracer,
 	})
 	return h, err
+}
+
+// containerOptions resolves each container's settings in layers, each
+// adding its own to those of the layer below: the pod's env, DNS and
+// volume mounts (podopts), the device plugins' envs, mounts and devices,
+// the DRA claims' CDI devices, the CPU and memory managers' cpusets and
+// memory nodes, and the OOM score of the pod's QoS class.
+func (a *agent) containerOptions(builder *podopts.Builder, rootDir string) nodekit.ContainerOptionsFunc {
+	opts := builder.Options(func(p *v1.Pod) string { return syncloop.PodDir(rootDir, p.UID) })
+	opts = a.devices.WrapOptions(opts)
+	opts = draOptions(a.dra, opts)
+	opts = a.resources.options(opts)
+	return a.cgroups.options(opts)
+}
+
+// sandboxOptions resolves each pod's sandbox settings: DNS and hostname
+// (podopts), the runtime handler of its runtime class, and its pod cgroup
+// (sized to the active pods' QoS tiers).
+func (a *agent) sandboxOptions(builder *podopts.Builder) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
+	sandbox := a.classes.sandbox(builder.Sandbox)
+	return a.cgroups.sandbox(a.pods.ActivePods, sandbox)
 }
 
 // newAdmitters builds the managers that admit pods beside the built-in
@@ -427,23 +461,23 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 // (admission.DefaultChain).
 func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder, node admission.NodeGetter) ([]nodekit.Admitter, error) {
 	var err error
-	// The loop is built after; the managers ask it for active pods only
-	// once the agent runs.
-	if a.resources, err = a.newResources(ctx, func() []*v1.Pod { return a.loop.ActivePods() }, func() bool { return a.loop.SourcesReady() }, a.status); err != nil {
+	// The loop is built after: the managers read its view through the
+	// pod store.
+	if a.resources, err = a.newResources(ctx, a.pods.ActivePods, a.pods.SourcesReady, a.status); err != nil {
 		return nil, err
 	}
 	sysctls, err := sysctlAdmitter(a.cfg)
 	if err != nil {
 		return nil, err
 	}
-	if a.shutdown, err = a.newShutdown(a.cfg, recorder, func() *syncloop.Loop { return a.loop }); err != nil {
+	if a.shutdown, err = a.newShutdown(a.cfg, recorder, a.pods); err != nil {
 		return nil, err
 	}
-	if a.devices, err = a.newDevices(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+	if a.devices, err = a.newDevices(ctx, a.pods.NotTerminatedPods, a.pods.SourcesReady); err != nil {
 		return nil, err
 	}
 	// The DRA manager is a handler of the plugin watcher: built first.
-	if a.dra, err = a.newDRA(ctx, func() []*v1.Pod { return a.loop.NotTerminatedPods() }, func() bool { return a.loop.SourcesReady() }); err != nil {
+	if a.dra, err = a.newDRA(ctx, a.pods.NotTerminatedPods, a.pods.SourcesReady); err != nil {
 		return nil, err
 	}
 	if a.plugins, err = a.newPluginWatcher(); err != nil {
@@ -456,11 +490,7 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 		return nil, err
 	}
 	return admission.DefaultChain(admission.ChainConfig{
-		// The eviction manager needs the loop, so it is built on the
-		// node side and joins the chain through a closure.
-		Eviction: nodekit.AdmitFunc(func(ctx context.Context, req nodekit.AdmitRequest) nodekit.Decision {
-			return a.reclaim.eviction.Admit(ctx, req)
-		}),
+		Eviction:  a.reclaim.eviction,
 		Sysctls:   sysctls,
 		Resources: a.resources.topology,
 		Devices:   a.devices,
@@ -472,10 +502,10 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 	}), nil
 }
 
-// newNodeSide builds what serves and reports the node: stats, reclaim
-// (container and image GC, eviction), the node API and healthz servers,
-// and, when registering, the node status reporter and the Lease heartbeat.
-func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.EventRecorder, h host) error {
+// newReclaimSide builds stats and reclaim (container and image GC,
+// eviction) on the pod side, before the admission chain the eviction
+// manager is part of.
+func (a *agent) newReclaimSide(ctx context.Context, o *options, recorder record.EventRecorder) error {
 	var err error
 	// Every volume of the agent's pods is measured every
 	// volumeStatsAggPeriod (0: none, as upstream).
@@ -493,9 +523,15 @@ func (a *agent) newNodeSide(ctx context.Context, o *options, recorder record.Eve
 			return fmt.Errorf("stats: %w", err)
 		}
 	}
-	if a.reclaim, err = a.newReclaim(ctx, o, recorder); err != nil {
-		return err
-	}
+	a.reclaim, err = a.newReclaim(ctx, o, recorder)
+	return err
+}
+
+// newNodeSide builds what serves and reports the node: the node API and
+// healthz servers and, when registering, the node status reporter and the
+// Lease heartbeat.
+func (a *agent) newNodeSide(ctx context.Context, o *options, h host) error {
+	var err error
 	if a.api, a.apiCert, a.metrics, err = a.newAPIServer(ctx, o, h.nodeIPs); err != nil {
 		return fmt.Errorf("node API: %w", err)
 	}
@@ -533,4 +569,21 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 	}
 	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
 	return err
+}
+
+// mountPaths is the loop's MountLister over the volume manager's Mounter.
+type mountPaths struct{ m volumemgr.Mounter }
+
+var _ syncloop.MountLister = mountPaths{}
+
+func (p mountPaths) MountPaths(ctx context.Context) ([]string, error) {
+	mps, err := p.m.MountPoints(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(mps))
+	for i, mp := range mps {
+		out[i] = mp.Path
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"path/filepath"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -20,8 +19,8 @@ import (
 func (a *agent) newPodResources() (*podresources.Server, error) {
 	cfg := podresources.Config{
 		Dir:     filepath.Join(a.rootDir, "pod-resources"),
-		Pods:    activePods(func() []*v1.Pod { return a.loop.ActivePods() }),
-		AllPods: allPods(func() []*v1.Pod { return a.loop.Pods() }), // v1alpha1's List, as upstream's pod manager
+		Pods:    a.pods, // the loop's active pods
+		AllPods: a.pods, // v1alpha1's List, as upstream's pod manager
 		CPUs:    podCPUs{a.resources.cpus},
 		Memory:  podMemory{a.resources.mem},
 		Devices: podDevices{a.devices},
@@ -31,15 +30,6 @@ func (a *agent) newPodResources() (*podresources.Server, error) {
 	}
 	return podresources.New(cfg)
 }
-
-type activePods func() []*v1.Pod
-
-func (f activePods) ActivePods() []*v1.Pod { return f() }
-
-// allPods is called only once the loop exists (the server starts after it).
-type allPods func() []*v1.Pod
-
-func (f allPods) Pods() []*v1.Pod { return f() }
 
 // podCPUs reports the CPU manager's exclusive CPUs.
 type podCPUs struct{ m *cpumanager.Manager }

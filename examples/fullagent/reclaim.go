@@ -47,11 +47,11 @@ func evictionThresholds(cfg *kubeletv1beta1.KubeletConfiguration) ([]eviction.Th
 }
 
 // newReclaim wires garbage collection and eviction to the runtime, the
-// stats provider and the loop (which kills evicted pods and says what of
-// a pod may be removed).
+// stats provider and the loop's pod store (through which the loop kills
+// evicted pods and says what of a pod may be removed).
 func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.EventRecorder) (*reclaim, error) {
 	cfg := a.cfg
-	loop := a.loop
+	pods := a.pods
 	r := &reclaim{}
 	var err error
 	if o.containerGCPeriod <= 0 {
@@ -61,8 +61,8 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		Policy:       gc.ContainerPolicy{MinAge: o.minContainerTTL, MaxPerPodContainer: o.maxDeadPerContainer, MaxContainers: o.maxDeadContainers},
 		PodLogsDir:   cfg.PodLogsDir,
 		Period:       o.containerGCPeriod,
-		SourcesReady: loop.SourcesReady, TracerProvider: a.tracer,
-	}, a.runtime, loop)
+		SourcesReady: pods.SourcesReady, TracerProvider: a.tracer,
+	}, a.runtime, pods)
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +99,11 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		LocalStorageCapacityIsolation: *cfg.LocalStorageCapacityIsolation,
 		DedicatedImageFs:              dedicated,
 		Stats:                         a.stats,
-		Pods:                          eviction.PodListerFunc(func(context.Context) []*v1.Pod { return loop.ActivePods() }),
-		Killer:                        eviction.PodKillerFunc(loop.KillPod),
+		Pods:                          eviction.PodListerFunc(func(context.Context) []*v1.Pod { return pods.ActivePods() }),
+		Killer:                        eviction.PodKillerFunc(pods.KillPod),
 		ImageGC:                       r.images,
 		ContainerGC:                   r.containers,
-		Cleanup:                       eviction.CleanupFunc(loop.PodCleanedUp),
+		Cleanup:                       eviction.CleanupFunc(pods.PodCleanedUp),
 		Events:                        recorder,
 		NodeRef:                       nodeRef,
 		Metrics:                       a.metrics,
@@ -131,7 +131,7 @@ func (r *reclaim) run(start func(string, func(context.Context) error)) {
 	start("eviction", r.eviction.Run)
 }
 
-var _ gc.PodStateProvider = (*syncloop.Loop)(nil)
+var _ gc.PodStateProvider = (*syncloop.PodStore)(nil)
 
 // Image GC counts the images of image volumes as in use.
 var _ gc.MountedImageLister = (*criruntime.Runtime)(nil)

@@ -6,9 +6,7 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/allocation"
@@ -30,7 +28,7 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder r
 		Recorder:   recorder,
 		RootDir:    filepath.Clean(rootDir),
 		Fit:        admission.NewResourceFit(node),
-		Pods:       func() []*v1.Pod { return a.loop.ActivePods() },
+		Pods:       a.pods.ActivePods,
 		Containers: a.runtime,
 		Usage:      a.runtime,
 		Node: allocation.NodeConfig{
@@ -54,18 +52,6 @@ func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder r
 		return nil, fmt.Errorf("in-place resize state in %s: %w", rootDir, err)
 	}
 	return m, nil
-}
-
-// forgetResizes drops the allocations of pods no longer kept (those that
-// left while the agent was down; the loop forgets the others itself).
-// The cgroup housekeeping calls it with its keep set.
-func (a *agent) forgetResizes(ctx context.Context, keep map[types.UID]bool) {
-	if a.resizer == nil {
-		return
-	}
-	if err := a.resizer.RemoveOrphans(keep); err != nil {
-		klog.FromContext(ctx).Error(err, "Unable to drop the allocations of pods that are gone")
-	}
 }
 
 // podCgroupReader reads a running pod's cgroup back for its

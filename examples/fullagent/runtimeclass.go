@@ -11,6 +11,7 @@ import (
 	nodev1listers "k8s.io/client-go/listers/node/v1"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/criruntime"
 )
 
 // runtimeClasses resolves spec.runtimeClassName to the CRI runtime handler
@@ -79,22 +80,18 @@ func (r *runtimeClasses) sandbox(next func(context.Context, *v1.Pod) (nodekit.Sa
 	}
 }
 
-// forgetClasses lets the cgroup cleanup drop the handlers of gone pods.
-func (a *agent) forgetClasses(keep map[types.UID]bool) { a.classes.forget(keep) }
-
 // rroSupport tells volumemgr and the loop whether a pod's runtime handler
 // supports recursive read-only mounts, from the runtime's handlers as the
 // node status reports them (upstream's runtimeClassSupportsRecursiveReadOnlyMounts).
-// It reads the agent's fields when asked: they are set by then.
-type rroSupport struct{ a *agent }
+type rroSupport struct {
+	runtime *criruntime.Runtime
+	classes *runtimeClasses
+}
 
 func (s rroSupport) SupportsRecursiveReadOnly(ctx context.Context, pod *v1.Pod) bool {
-	if s.a.runtime == nil {
-		return false
-	}
-	handler, err := s.a.classes.handlerFor(pod)
+	handler, err := s.classes.handlerFor(pod)
 	if err != nil {
 		return false
 	}
-	return s.a.runtime.SupportsRecursiveReadOnly(ctx, handler)
+	return s.runtime.SupportsRecursiveReadOnly(ctx, handler)
 }

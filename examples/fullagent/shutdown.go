@@ -24,8 +24,8 @@ import (
 // newShutdown builds the graceful node shutdown manager from
 // shutdownGracePeriod, shutdownGracePeriodCriticalPods and
 // shutdownGracePeriodByPodPriority (off when none is set, as upstream).
-// loop returns the sync loop, which exists once the agent runs.
-func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder record.EventRecorder, loop func() *syncloop.Loop) (*shutdown.Manager, error) {
+// pods is the loop's pod store, which lists and kills the loop's pods.
+func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder record.EventRecorder, pods *syncloop.PodStore) (*shutdown.Manager, error) {
 	groups, err := shutdown.Groups(shutdown.GracePeriodConfig{
 		ShutdownGracePeriod:              cfg.ShutdownGracePeriod.Duration,
 		ShutdownGracePeriodCriticalPods:  cfg.ShutdownGracePeriodCriticalPods.Duration,
@@ -41,11 +41,9 @@ func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder r
 	}
 	return shutdown.New(shutdown.Config{
 		Groups:     groups,
-		ActivePods: func() []*v1.Pod { return loop().ActivePods() },
-		Killer: shutdown.PodKillerFunc(func(ctx context.Context, p *v1.Pod, grace int64, st func(*v1.PodStatus)) error {
-			return loop().KillPod(ctx, p, grace, st)
-		}),
-		Cleanup: shutdown.CleanupFunc(func(ctx context.Context, p *v1.Pod) bool { return loop().PodCleanedUp(ctx, p) }),
+		ActivePods: pods.ActivePods,
+		Killer:     shutdown.PodKillerFunc(pods.KillPod),
+		Cleanup:    shutdown.CleanupFunc(pods.PodCleanedUp),
 		SyncNodeStatus: func(ctx context.Context) error {
 			if a.node == nil {
 				return nil

@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg config) error {
 			}
 			return lifecycle.Healthy()
 		},
-		Probes: probeResults{prober}, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
+		Probes: prober, ProbeWorkers: prober, ProbeUpdates: prober.Updates(),
 		Hooks:         probes.NewHookRunner(probes.HookConfig{Execer: rt}),
 		ContainerHash: criruntime.HashContainer,
 		RootDir:       cfg.rootDir,
@@ -113,11 +113,3 @@ func (logSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) 
 }
 
 func (logSink) DeletePod(context.Context, *v1.Pod) error { return nil }
-
-// probeResults hands the probe manager's results to the loop.
-type probeResults struct{ m *probes.Manager }
-
-func (p probeResults) Result(k syncloop.ProbeKind, id nodekit.ContainerID) (syncloop.ProbeResult, bool) {
-	r, ok := p.m.Result(probes.Kind(k), id)
-	return syncloop.ProbeResult(r), ok
-}

@@ -24,17 +24,12 @@ func UnmountBelow(dir string) ([]string, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := MountPaths()
 	if err != nil {
 		return nil, err
 	}
 	var below []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := UnescapeMountPath(f[4])
+	for _, mp := range all {
 		if mp == dir || strings.HasPrefix(mp, dir+"/") {
 			below = append(below, mp)
 		}
@@ -55,6 +50,22 @@ func UnmountBelow(dir string) ([]string, error) {
 		done = append(done, mp)
 	}
 	return done, errors.Join(errs...)
+}
+
+// MountPaths lists the mount points of /proc/self/mountinfo in mount
+// order, octal escapes decoded.
+func MountPaths() ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mount table: %w", err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 5 {
+			out = append(out, UnescapeMountPath(f[4]))
+		}
+	}
+	return out, nil
 }
 
 // UnescapeMountPath decodes the octal escapes the kernel writes in the
