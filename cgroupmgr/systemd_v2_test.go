@@ -1,13 +1,16 @@
 package cgroupmgr
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // checkPodUnitV2 checks a pod slice's unit properties on cgroup v2
@@ -61,4 +64,36 @@ func checkPodFilesV2(t *testing.T, cases []podCase, host func(string) string) {
 func parseUint(s string) uint64 {
 	n, _ := strconv.ParseUint(s, 10, 64)
 	return n
+}
+
+// checkOOMKilledV2 waits until the memory.events of cgroup literal count
+// an OOM kill and its usage fell below what it held (held bytes), as the
+// kernel leaves a cgroup v2 whose memory.max was written below its
+// unreclaimable usage.
+func checkOOMKilledV2(t *testing.T, ctx context.Context, conn *sddbus.Conn, literal string, held int64) {
+	t.Helper()
+	dir := filepath.Join(defaultRoot, literal)
+	var events, current string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		events, current = readT(t, filepath.Join(dir, "memory.events")), readT(t, filepath.Join(dir, "memory.current"))
+		return oomKills(events) > 0 && parseUint(current) < uint64(held), nil
+	})
+	if err != nil {
+		t.Errorf("%s: no OOM kill after its limit went below its usage (%d bytes held): memory.current %s, memory.events:\n%s", literal, held, current, events)
+		return
+	}
+	if r, _ := unitProp(t, conn, "kubepods-besteffort.slice", "MemoryMax").(uint64); r != uint64(32*mi) {
+		t.Errorf("systemd's MemoryMax of kubepods-besteffort.slice is %d after the OOM kill, want 32Mi", r)
+	}
+	t.Logf("%s: usage %s after its limit went to 32Mi below the %d bytes it held; memory.events oom_kill %d", literal, current, held, oomKills(events))
+}
+
+// oomKills is the oom_kill count of a memory.events file's content.
+func oomKills(events string) uint64 {
+	for l := range strings.Lines(events) {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(l), "oom_kill "); ok {
+			return parseUint(n)
+		}
+	}
+	return 0
 }

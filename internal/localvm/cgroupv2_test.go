@@ -102,7 +102,7 @@ func suiteScript(module, work, env string) string {
 		fmt.Fprintf(&b, "(cd %s && env %s %s -test.v -test.count=1 -test.timeout=10m -test.run %s) >%s 2>&1; echo $? >%s\n",
 			shq(filepath.Join(module, s.pkg)), env, shq(filepath.Join(work, s.pkg+".test")), shq(s.run),
 			shq(filepath.Join(work, s.pkg+".log")), shq(filepath.Join(work, s.pkg+".rc")))
-		fmt.Fprintf(&b, "grep -E '^(--- |ok|FAIL|PASS)' %s\n", shq(filepath.Join(work, s.pkg+".log")))
+		fmt.Fprintf(&b, "grep -E '^(--- |ok|FAIL|PASS)|^ +[a-z_0-9]+_test.go:[0-9]+: ' %s\n", shq(filepath.Join(work, s.pkg+".log")))
 	}
 	return b.String()
 }
