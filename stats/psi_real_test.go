@@ -152,4 +152,3 @@ func removeCgroupDir(t *testing.T, d string) {
 	}
 	t.Errorf("remove cgroup %s: %v", d, err)
 }
-
