@@ -1,6 +1,7 @@
 package stats
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,12 +9,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/itest"
 	"github.com/nodekit/nodekit/internal/psi"
 )
@@ -40,35 +44,30 @@ func TestSummaryPressureRealV2(t *testing.T) {
 	}
 	itest.Require(t, "a cgroup v2 hierarchy with PSI (root)", err)
 
-	pod := fmt.Sprintf("/nodekit-psi-%d", os.Getpid())
-	ctr := filepath.Join(pod, "c2")
-	// The pod cgroup hands its controllers down, as the cgroup drivers
-	// leave a pod cgroup for the runtime.
-	for _, d := range []string{pod, ctr} {
-		if err := os.Mkdir(m.cgroup(d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if d == pod {
-			if err := os.WriteFile(m.cgroup(filepath.Join(pod, "cgroup.subtree_control")), []byte("+cpu +memory +io"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
+	r, err := cgroot.Create(fmt.Sprintf("nodekit-psi-%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, d := range []string{ctr, pod} {
-			removeCgroupDir(t, m.cgroup(d))
+		if err := r.Remove(); err != nil {
+			t.Error(err)
 		}
 	})
-	for range runtime.NumCPU() + 1 {
-		spin(t, m.cgroup(ctr))
+	// The pod cgroup hands its controllers down, as the cgroup drivers
+	// leave a pod cgroup for the runtime.
+	pod, ctr := r.Name, r.Name+"/c2"
+	if err := os.WriteFile(m.cgroup(filepath.Join(pod, "cgroup.subtree_control")), []byte("+cpu +memory +io"), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	if err := os.Mkdir(m.cgroup(ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spin(t, m.cgroup(ctr), runtime.NumCPU()+1)
 	// Wait until the kernel has counted some pressure.
-	deadline := time.Now().Add(30 * time.Second)
-	for someTotal(t, m.cgroup(ctr)) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no CPU pressure in %s after 30s of %d busy processes", ctr, runtime.NumCPU()+1)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return someTotal(t, m.cgroup(ctr)) > 0, nil
+	}); err != nil {
+		t.Fatalf("no CPU pressure in %s after 30s of %d busy processes", ctr, runtime.NumCPU()+1)
 	}
 	before := map[string]uint64{"pod": someTotal(t, m.cgroup(pod)), "app": someTotal(t, m.cgroup(ctr)), "node": someTotal(t, m.cgroup("/"))}
 
@@ -112,43 +111,38 @@ func TestSummaryPressureRealV2(t *testing.T) {
 	}
 }
 
-// spin starts a CPU-bound shell loop in cgroup d; it is killed at cleanup.
-func spin(t *testing.T, d string) {
+// spin starts CPU-bound shell loops in cgroup d (cgroot.Remove kills
+// them; the cleanup reaps them).
+func spin(t *testing.T, d string, n int) {
 	t.Helper()
-	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Fatal(err)
+	for range n {
+		cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
-// someTotal is the "some" total of cgroup dir's cpu.pressure, read by
-// the test's own parser.
+// someTotal is the "some" line's total= of cgroup dir's cpu.pressure,
+// found by the test itself rather than by the parser under test.
 func someTotal(t *testing.T, dir string) uint64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "cpu.pressure"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a10, a60, a300 float64
-	var total uint64
-	if _, err := fmt.Sscanf(string(b), "some avg10=%f avg60=%f avg300=%f total=%d", &a10, &a60, &a300, &total); err != nil {
-		t.Fatalf("%s/cpu.pressure: %q: %v", dir, b, err)
-	}
-	return total
-}
-
-// removeCgroupDir removes d once the processes killed in it are gone.
-func removeCgroupDir(t *testing.T, d string) {
-	var err error
-	for range 50 {
-		if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-			return
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 5 && f[0] == "some" && strings.HasPrefix(f[4], "total=") {
+			if n, err := strconv.ParseUint(f[4][len("total="):], 10, 64); err == nil {
+				return n
+			}
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
-	t.Errorf("remove cgroup %s: %v", d, err)
+	t.Fatalf("%s/cpu.pressure has no some total: %q", dir, b)
+	return 0
 }
