@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodekit/nodekit/internal/localcp"
 )
 
 // v2Suite is a package whose tests run in the guest: the test binary
@@ -63,9 +65,12 @@ func TestCgroupV2(t *testing.T) {
 
 	shares := []Share{{HostPath: module, ReadOnly: true}, {HostPath: work}}
 	env := "NODEKIT_REQUIRE_INTEGRATION=1 NODEKIT_SYSTEMD=host"
-	if bin := os.Getenv("NODEKIT_BIN_DIR"); bin != "" {
-		shares = append(shares, Share{HostPath: bin, ReadOnly: true})
-		env += " NODEKIT_BIN_DIR=" + shq(bin)
+	// The bin dir (busybox and runc's test bundle, ...) at the same path.
+	if bin, err := localcp.FindBinDir(); err == nil {
+		if _, err := os.Stat(bin); err == nil {
+			shares = append(shares, Share{HostPath: bin, ReadOnly: true})
+			env += " NODEKIT_BIN_DIR=" + shq(bin)
+		}
 	}
 	res, err := Run(ctx, Config{WorkDir: t.TempDir(), Script: suiteScript(module, work, env), Shares: shares, Timeout: 15 * time.Minute})
 	if err != nil {

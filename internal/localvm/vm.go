@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/localcp"
 )
 
 // The image's files, as hack/build-vm.sh names them.
@@ -55,7 +57,8 @@ type Share struct {
 // Config configures Run.
 type Config struct {
 	// ImageDir holds ImageFile, KernelFile and InitrdFile
-	// (hack/build-vm.sh); "" is $NODEKIT_BIN_DIR/vm.
+	// (hack/build-vm.sh); "" is vm/ in $NODEKIT_BIN_DIR or the
+	// checkout's _output/bin.
 	ImageDir string
 	// WorkDir is the run's own directory on the host: the overlay, the
 	// console log and the job share (WorkDir/job, JobDir in the guest)
@@ -98,13 +101,14 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Image returns the image directory Config.ImageDir names, or
-// $NODEKIT_BIN_DIR/vm, after checking that it holds the image's files.
+// Image returns the image directory Config.ImageDir names, or vm/ in
+// the bin dir ($NODEKIT_BIN_DIR, else the checkout's _output/bin), after
+// checking that it holds the image's files.
 func Image(dir string) (string, error) {
 	if dir == "" {
-		bin := os.Getenv("NODEKIT_BIN_DIR")
-		if bin == "" {
-			return "", errors.New("localvm: no image directory: set Config.ImageDir or $NODEKIT_BIN_DIR (run `make tools`, which runs hack/build-vm.sh)")
+		bin, err := localcp.FindBinDir()
+		if err != nil {
+			return "", fmt.Errorf("localvm: no image directory (set Config.ImageDir or $NODEKIT_BIN_DIR): %w", err)
 		}
 		dir = filepath.Join(bin, ImageSubdir)
 	}
