@@ -121,7 +121,7 @@ func TestConfigChecks(t *testing.T) {
 		"no work dir":    func(c *Config) { c.WorkDir = "" },
 		"no script":      func(c *Config) { c.Script = "" },
 		"bad accel":      func(c *Config) { c.Accel = "hvf" },
-		"relative share": func(c *Config) { c.Shares = []Share{{HostPath: "rel"}} },
+		"relative share": func(c *Config) { c.Shares = []Share{{HostPath: "rel", GuestPath: "/rel"}} },
 		"share on job":   func(c *Config) { c.Shares = []Share{{HostPath: "/x", GuestPath: JobDir}} },
 	} {
 		c := ok
