@@ -48,8 +48,20 @@
 // memory limits on the QoS slices included, with runc's
 // systemd driver putting a container in a scope of a pod's slice, and end
 // to end in examples/fullagent (containerd with SystemdCgroup, the slices
-// compared with kubelet v1.37.2's); the v2 properties are unit-tested
-// only (this machine's cgroup2 mount has no controllers).
+// compared with kubelet v1.37.2's). On cgroup v2 it is tested against
+// a real systemd 252 as PID 1 of a Debian 12 guest on the unified
+// hierarchy (internal/localvm's TestCgroupV2 runs this package's
+// real-cgroup tests there: MemoryMax, CPUWeight, CPUQuotaPerSecUSec
+// and TasksMax read from the units and the files, QOSReserved, runc's
+// scope in a pod slice); not end to end with containerd and the agent.
+//
+// The cgroupfs driver is tested on real cgroups of both versions: v1 on
+// this machine, v2 in that guest (the weights are upstream's
+// 1 + (shares-2)*9999/262142 and read back as its inverse). One
+// difference between the versions shows in UpdateQOS: a QoS tier whose
+// usage is above its new QOSReserved limit keeps its usage as the limit
+// on v1, where the kernel refuses the write; on v2 the kernel takes the
+// limit and OOM-kills in the tier, as under upstream's kubelet.
 //
 // It speaks D-Bus through github.com/coreos/go-systemd/v22/dbus rather
 // than opencontainers/cgroups' systemd manager, which upstream wraps: that

@@ -87,6 +87,7 @@ func TestRealCgroups(t *testing.T) {
 		CgroupRoot: root, CgroupsPerQOS: true, EnforceNodeAllocatable: []string{EnforcePods},
 		Capacity:     rl("cpu", "2", "memory", "4Gi"),
 		KubeReserved: rl("cpu", "500m", "memory", "512Mi"),
+		PodPidsLimit: 100,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,7 @@ func TestRealCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cgroup %s, root %s", v, root)
+	guaranteedPodLimits(t, ctx, m, v, root)
 
 	for _, tier := range []string{"kubepods", "kubepods/burstable", "kubepods/besteffort"} {
 		for _, c := range []string{"memory", "cpu"} {
@@ -119,6 +121,13 @@ func TestRealCgroups(t *testing.T) {
 	}
 	if got := readT(t, cgFile(v, "memory", parent, "memory.limit_in_bytes", "memory.max")); got != strconv.FormatInt(192*mi, 10) {
 		t.Errorf("pod memory limit %s, want 192Mi", got)
+	}
+	// Read back as upstream's GetPodCgroupConfig: on v2 the weight (8)
+	// converts back to 185 shares, not the 204 written.
+	if rc, err := m.ReadPodCgroup(ctx, burstable); err != nil {
+		t.Errorf("ReadPodCgroup: %v", err)
+	} else if got, want := fmt.Sprint(*rc.CPUShares, *rc.CPUQuota, *rc.Memory), fmt.Sprint(map[Version]int{V1: 204, V2: 185}[v], -1, 192*mi); got != want {
+		t.Errorf("ReadPodCgroup of the burstable pod: shares, quota, memory %s, want %s", got, want)
 	}
 	if dir := hybridDir(v, parent); dir != "" && !exists(dir) {
 		t.Errorf("%s not created in the hybrid cgroup2 mount", dir)

@@ -19,8 +19,11 @@ import (
 // QOSReserved[memory] = p, burstable's memory limit is allocatable minus
 // p% of the Guaranteed pods' memory requests and besteffort's that minus
 // p% of the Burstable pods' (allocatable being capacity - reserved). When
-// a limit cannot be set because usage is already above it, the limit is
-// set to the usage instead, to stop further growth. It also retries node
+// a limit cannot be set because usage is already above it (cgroup v1:
+// the kernel refuses the write), the limit is set to the usage instead,
+// to stop further growth; cgroup v2 takes such a write, reclaims, and
+// OOM-kills in the tier what it cannot reclaim, as under upstream's
+// kubelet (tested on a v2 guest by internal/localvm). It also retries node
 // allocatable limits Start could not set. Call it after Start and from
 // housekeeping; without CgroupsPerQOS it does nothing.
 func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,11 +21,49 @@ import (
 	"github.com/nodekit/nodekit/internal/localsystemd"
 )
 
+// hostSystemdEnv, set to "host", makes the systemd driver's tests use
+// this machine's own systemd (PID 1, on the system bus) instead of a
+// private one. internal/localvm's cgroup v2 suite sets it in its guest,
+// whose systemd runs the unified hierarchy; never set it on a machine
+// whose systemd matters, as the tests create and stop kubepods.slice.
+const hostSystemdEnv = "NODEKIT_SYSTEMD"
+
+// testSystemd is the systemd a test of the systemd driver runs against.
+type testSystemd struct {
+	// BusAddress is its system bus; CgroupBase its root cgroup as this
+	// process sees the hierarchy ("" for the host's PID 1).
+	BusAddress, CgroupBase string
+	// inNS is the command prefix that runs a program in its PID, mount
+	// and cgroup namespaces (none for the host's PID 1).
+	inNS []string
+}
+
+// command is name run where this systemd is PID 1.
+func (s *testSystemd) command(name string, args ...string) *exec.Cmd {
+	argv := append(append(append([]string{}, s.inNS...), name), args...)
+	return exec.Command(argv[0], argv[1:]...)
+}
+
 // privateSystemd starts a real systemd of the test's own
-// (internal/localsystemd) and stops it at cleanup.
-func privateSystemd(t *testing.T) *localsystemd.Systemd {
+// (internal/localsystemd) and stops it at cleanup; with
+// $NODEKIT_SYSTEMD=host it is this machine's PID 1 instead.
+func privateSystemd(t *testing.T) *testSystemd {
 	t.Helper()
-	return agenttest.StartSystemd(t, localsystemd.Config{})
+	if os.Getenv(hostSystemdEnv) == "host" {
+		agenttest.SkipShort(t, "the host's systemd")
+		comm, err := os.ReadFile("/proc/1/comm")
+		if err == nil && strings.TrimSpace(string(comm)) != "systemd" {
+			err = fmt.Errorf("PID 1 is %q", strings.TrimSpace(string(comm)))
+		}
+		agenttest.RequireIntegration(t, "systemd as PID 1 ($"+hostSystemdEnv+"=host)", err)
+		return &testSystemd{BusAddress: DefaultSystemdBus}
+	}
+	sd := agenttest.StartSystemd(t, localsystemd.Config{})
+	enter, err := sd.Enter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testSystemd{BusAddress: sd.BusAddress, CgroupBase: sd.CgroupBase, inNS: enter}
 }
 
 // unitProp reads one property of a slice from systemd.
@@ -47,12 +86,15 @@ func activeState(t *testing.T, c *sddbus.Conn, unit string) string {
 	return s
 }
 
-// podCase is a pod and what its slice must hold.
+// podCase is a pod and what its slice must hold: on v1 shares and
+// cfsQuota, on v2 weight, cpuMax and systemd's quotaPerSec.
 type podCase struct {
 	pod               *v1.Pod
 	parent            string
 	shares, cfsQuota  string
 	memory, tasksUnit string
+	weight, cpuMax    string
+	quotaPerSec       uint64
 }
 
 // TestSystemdDriverRealSystemd runs the systemd driver against a real
@@ -101,9 +143,12 @@ func TestSystemdDriverRealSystemd(t *testing.T) {
 	if got, want := readT(t, cgFile(v, "cpu", host(kubepods), "cpu.shares", "cpu.weight")), map[Version]string{V1: "1536", V2: "59"}[v]; got != want {
 		t.Errorf("kubepods.slice cpu %s, want %s (1.5 CPUs allocatable)", got, want)
 	}
-	if v == V1 {
-		if got := unitProp(t, conn, "kubepods.slice", "MemoryLimit"); got != uint64(3584*mi) {
-			t.Errorf("systemd's MemoryLimit of kubepods.slice is %v", got)
+	if prop := map[Version]string{V1: "MemoryLimit", V2: "MemoryMax"}[v]; unitProp(t, conn, "kubepods.slice", prop) != uint64(3584*mi) {
+		t.Errorf("systemd's %s of kubepods.slice is %v, want 3.5Gi", prop, unitProp(t, conn, "kubepods.slice", prop))
+	}
+	if v == V2 {
+		if got := unitProp(t, conn, "kubepods.slice", "CPUWeight"); got != uint64(59) {
+			t.Errorf("systemd's CPUWeight of kubepods.slice is %v, want 59", got)
 		}
 	}
 	beTier := "/kubepods.slice/kubepods-besteffort.slice"
@@ -123,10 +168,15 @@ func TestSystemdDriverRealSystemd(t *testing.T) {
 		res(rl("cpu", "100m"), rl("memory", "64Mi")))
 	bestEffort := podWith(uid("c"), v1.ResourceRequirements{})
 	esc := func(p *v1.Pod) string { return strings.ReplaceAll(string(p.UID), "-", "_") }
+	// On v2 the weights are upstream's getCPUWeight of the shares
+	// (1 + (shares-2)*9999/262142): 517 is 20, 204 is 8, 2 is 1.
 	cases := []podCase{
-		{guaranteed, "/kubepods.slice/kubepods-pod" + esc(guaranteed) + ".slice", "517", "51000", strconv.FormatInt(64*mi, 10), "kubepods-pod" + esc(guaranteed) + ".slice"},
-		{burstable, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc(burstable) + ".slice", "204", "-1", strconv.FormatInt(192*mi, 10), "kubepods-burstable-pod" + esc(burstable) + ".slice"},
-		{bestEffort, "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + esc(bestEffort) + ".slice", "2", "-1", "", "kubepods-besteffort-pod" + esc(bestEffort) + ".slice"},
+		{guaranteed, "/kubepods.slice/kubepods-pod" + esc(guaranteed) + ".slice", "517", "51000", strconv.FormatInt(64*mi, 10), "kubepods-pod" + esc(guaranteed) + ".slice",
+			"20", "51000 100000", 510000},
+		{burstable, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + esc(burstable) + ".slice", "204", "-1", strconv.FormatInt(192*mi, 10), "kubepods-burstable-pod" + esc(burstable) + ".slice",
+			"8", "max 100000", systemdInfinity},
+		{bestEffort, "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + esc(bestEffort) + ".slice", "2", "-1", "", "kubepods-besteffort-pod" + esc(bestEffort) + ".slice",
+			"1", "max 100000", systemdInfinity},
 	}
 	for _, tc := range cases {
 		parent, err := m.EnsurePod(ctx, tc.pod)
@@ -140,7 +190,8 @@ func TestSystemdDriverRealSystemd(t *testing.T) {
 		if s := activeState(t, conn, tc.tasksUnit); s != "active" {
 			t.Errorf("%s is %q", tc.tasksUnit, s)
 		}
-		if v != V1 {
+		if v == V2 {
+			checkPodUnitV2(t, conn, tc)
 			continue
 		}
 		if got := unitProp(t, conn, tc.tasksUnit, "CPUShares"); fmt.Sprint(got) != tc.shares {
@@ -162,6 +213,8 @@ func TestSystemdDriverRealSystemd(t *testing.T) {
 	}
 	if v == V1 {
 		checkPodFilesV1(t, cases, host)
+	} else {
+		checkPodFilesV2(t, cases, host)
 	}
 	if err := m.UpdateQOS(ctx, []*v1.Pod{guaranteed, burstable, bestEffort}); err != nil {
 		t.Fatal(err)
@@ -193,7 +246,7 @@ func checkPodFilesV1(t *testing.T, cases []podCase, host func(string) string) {
 
 // rest checks the burstable tier after UpdateQOS, the listing, and the
 // removal of the pods.
-func rest(t *testing.T, ctx context.Context, m *Manager, conn *sddbus.Conn, sd *localsystemd.Systemd, v Version, guaranteed, burstable, bestEffort *v1.Pod) {
+func rest(t *testing.T, ctx context.Context, m *Manager, conn *sddbus.Conn, sd *testSystemd, v Version, guaranteed, burstable, bestEffort *v1.Pod) {
 	t.Helper()
 	host := func(literal string) string { return sd.CgroupBase + literal }
 	if got, want := readT(t, cgFile(v, "cpu", host("/kubepods.slice/kubepods-burstable.slice"), "cpu.shares", "cpu.weight")), map[Version]string{V1: "204", V2: "8"}[v]; got != want {

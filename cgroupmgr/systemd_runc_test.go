@@ -75,11 +75,10 @@ func TestSystemdDriverRuncScope(t *testing.T) {
 	if err != nil {
 		agenttest.RequireIntegration(t, "runc", err)
 	}
-	nsenter, err := exec.LookPath("nsenter")
-	if err != nil {
+	sd := privateSystemd(t)
+	if err := sd.command("true").Err; err != nil {
 		agenttest.RequireIntegration(t, "nsenter", err)
 	}
-	sd := privateSystemd(t)
 	_, ctx := ktesting.NewTestContext(t)
 	m, err := New(Config{
 		Driver: DriverSystemd, CgroupsPerQOS: true, Capacity: rl("cpu", "2", "memory", "4Gi"),
@@ -99,13 +98,7 @@ func TestSystemdDriverRuncScope(t *testing.T) {
 	}
 	const id = "ctr1"
 	bundle := runcBundle(t, runc, path.Base(parent)+":cri-containerd:"+id)
-	pid, err := sd.PID()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inNS := func(args ...string) *exec.Cmd {
-		return exec.Command(nsenter, append([]string{"-t", fmt.Sprint(pid), "-m", "-p", "-C", "--"}, args...)...)
-	}
+	inNS := func(args ...string) *exec.Cmd { return sd.command(args[0], args[1:]...) }
 	// The detached container keeps runc's stdio: a file, not a pipe the
 	// test would wait on.
 	logPath := filepath.Join(t.TempDir(), "runc.log")
@@ -131,9 +124,14 @@ func TestSystemdDriverRuncScope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"memory", "cpu", "pids", "name=systemd"} {
+	// v1 names the cgroup per hierarchy, v2 once ("0::/path").
+	inScope := []string{"memory", "cpu", "pids", "name=systemd"}
+	if v == V2 {
+		inScope = []string{""}
+	}
+	for _, c := range inScope {
 		if !strings.Contains(string(cg), ":"+c+":"+scope+"\n") {
-			t.Errorf("container not in %s for %s:\n%s", scope, c, cg)
+			t.Errorf("container not in %s for %q:\n%s", scope, c, cg)
 		}
 	}
 	if got := readT(t, cgFile(v, "memory", sd.CgroupBase+parent, "memory.limit_in_bytes", "memory.max")); got != fmt.Sprint(64*mi) {
@@ -145,7 +143,11 @@ func TestSystemdDriverRuncScope(t *testing.T) {
 	if _, err := os.Stat("/proc/" + procs[0]); err == nil {
 		t.Errorf("container process %s still there after DestroyPod", procs[0])
 	}
-	for _, c := range []string{"memory", "cpu", "pids", "systemd"} {
+	left := []string{"memory", "cpu", "pids", "systemd"}
+	if v == V2 {
+		left = []string{""}
+	}
+	for _, c := range left {
 		if dir := filepath.Join(defaultRoot, c, sd.CgroupBase+parent); exists(dir) {
 			t.Errorf("%s left after DestroyPod", dir)
 		}

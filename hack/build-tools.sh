@@ -14,12 +14,16 @@
 #                                    `registry` (the distribution registry:
 #                                    hack/build-registry.sh) or `busybox`
 #                                    (upstream busybox, static, C:
-#                                    hack/build-busybox.sh)
+#                                    hack/build-busybox.sh) or `vm` (the
+#                                    cgroup v2 guest image:
+#                                    hack/build-vm.sh)
 #
 # With no argument or "conformance" it also builds containerd2 into
 # _output/bin/containerd2, for the test pass on containerd 2, the
-# registry into _output/bin/registry, for the tests that pull images, and
-# busybox into _output/bin/busybox, for the local test images.
+# registry into _output/bin/registry, for the tests that pull images,
+# busybox into _output/bin/busybox, for the local test images, and the
+# guest image into _output/bin/vm, for the tests internal/localvm runs on
+# cgroup v2.
 #
 # Built binaries are also kept in a machine-wide cache ($NODEKIT_CACHE,
 # default /var/cache/nodekit) so a fresh clone on the same machine does not
@@ -77,11 +81,13 @@ names=()
 containerd2=
 registry=
 busybox=
+vm=
 if [ $# -eq 0 ]; then
   names=("${defaults[@]}")
   containerd2=1
   registry=1
   busybox=1
+  vm=1
 fi
 for arg in "$@"; do
   case $arg in
@@ -90,13 +96,15 @@ for arg in "$@"; do
     containerd2=1
     registry=1
     busybox=1
+    vm=1
     ;;
   containerd2) containerd2=1 ;;
   registry) registry=1 ;;
   busybox) busybox=1 ;;
+  vm) vm=1 ;;
   *)
     if ! pkg_of "$arg" >/dev/null; then
-      echo "build-tools: unknown binary $arg (known: ${defaults[*]} ginkgo e2e.test containerd2 registry busybox, or conformance)" >&2
+      echo "build-tools: unknown binary $arg (known: ${defaults[*]} ginkgo e2e.test containerd2 registry busybox vm, or conformance)" >&2
       exit 2
     fi
     names+=("$arg")
@@ -115,4 +123,7 @@ if [ -n "$registry" ]; then
 fi
 if [ -n "$busybox" ]; then
   bash hack/build-busybox.sh
+fi
+if [ -n "$vm" ]; then
+  bash hack/build-vm.sh
 fi

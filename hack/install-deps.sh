@@ -7,7 +7,9 @@
 # from the machine (curl, netcat-openbsd), systemd and dbus-daemon for
 # the tests' private systemd, and libseccomp-dev and
 # pkg-config for the runc that hack/build-containerd2.sh builds, gcc,
-# make, bzip2 and libc6-dev for the busybox hack/build-busybox.sh builds.
+# make, bzip2 and libc6-dev for the busybox hack/build-busybox.sh builds,
+# debootstrap, e2fsprogs, qemu-system-x86 and qemu-utils for the cgroup v2
+# guest (hack/build-vm.sh, internal/localvm).
 # Idempotent: does nothing when all are present.
 set -euo pipefail
 
@@ -40,6 +42,12 @@ have gcc || need+=(gcc)
 have make || need+=(make)
 have bzip2 || need+=(bzip2)
 [ -f /usr/include/stdio.h ] && [ -f "$(gcc -print-file-name=libc.a 2>/dev/null)" ] || need+=(libc6-dev)
+# The cgroup v2 guest (hack/build-vm.sh builds its image with debootstrap
+# and mkfs.ext4 -d; internal/localvm boots it with qemu, qcow2 overlays).
+have debootstrap || need+=(debootstrap)
+have mkfs.ext4 || need+=(e2fsprogs)
+have qemu-system-x86_64 || need+=(qemu-system-x86)
+have qemu-img || need+=(qemu-utils)
 
 if [ ${#need[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
