@@ -6,6 +6,7 @@
 //	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--serial] [--procs=12] [--focus=REGEX]
 //	go run ./hack/conformance compare DIR_A DIR_B
 //	go run ./hack/conformance table DIR...
+//	go run ./hack/conformance specs DIR
 //
 // --features adds the feature-gated NodeConformance specs of every gate
 // that is on by default in v1.37 (the e2e framework labels the specs of
@@ -20,7 +21,9 @@
 // checkout's commit (and whether it had uncommitted changes), start and end
 // time and the counts. table prints the README's markdown table from
 // report directories (refusing runs of a checkout with uncommitted
-// changes); hack/conformance/results keeps the runs the README's tables
+// changes); specs rewrites DIR/specs.txt from DIR/junit.xml (for reports
+// written before specs.txt left out the specs a run did not select);
+// hack/conformance/results keeps the runs the README's tables
 // are made from, and TestReadmeTables checks the README against them.
 //
 // --serial runs the NodeConformance specs labelled Serial (with --features
@@ -77,6 +80,13 @@ func main() {
 			os.Exit(2)
 		}
 		if err := compare(os.Stdout, os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "specs" {
+		if err := rescan(os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance:", err)
 			os.Exit(1)
 		}

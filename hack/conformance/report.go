@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -32,16 +33,24 @@ func reportName(agent, containerd, set string) string {
 type junitSuites struct {
 	Suites []struct {
 		Cases []struct {
-			Name    string    `xml:"name,attr"`
-			Skipped *struct{} `xml:"skipped"`
+			Name    string `xml:"name,attr"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
 			Failure *struct{} `xml:"failure"`
 			Error   *struct{} `xml:"error"`
 		} `xml:"testcase"`
 	} `xml:"testsuite"`
 }
 
+// notSelected is the skip message ginkgo's JUnit report gives every spec
+// the label filter, focus or skip left out; a spec skipped while it ran
+// says "skipped - " and why.
+const notSelected = "skipped"
+
 // readJUnit returns each spec's result from ginkgo's JUnit report, by spec
-// name; the suite's set-up and reporting nodes are left out.
+// name; the suite's set-up and reporting nodes and the specs the run did
+// not select are left out.
 func readJUnit(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -58,6 +67,8 @@ func readJUnit(path string) (map[string]string, error) {
 				continue
 			}
 			switch {
+			case c.Skipped != nil && c.Skipped.Message == notSelected:
+				continue
 			case c.Skipped != nil:
 				specs[c.Name] = resultSkipped
 			case c.Failure != nil || c.Error != nil:
@@ -155,4 +166,13 @@ func compare(w io.Writer, a, b string) error {
 		fmt.Fprintln(w, m)
 	}
 	return nil
+}
+
+// rescan rewrites dir's specs.txt from its junit.xml with readJUnit.
+func rescan(dir string) error {
+	specs, err := readJUnit(filepath.Join(dir, "junit.xml"))
+	if err != nil {
+		return err
+	}
+	return writeSpecs(filepath.Join(dir, "specs.txt"), specs)
 }

@@ -12,7 +12,8 @@ const junit = `<?xml version="1.0"?>
 <testcase name="[SynchronizedBeforeSuite]"></testcase>
 <testcase name="[sig-node] A passes"></testcase>
 <testcase name="[sig-node] B fails"><failure message="x"></failure></testcase>
-<testcase name="[sig-node] C is skipped"><skipped message="y"></skipped></testcase>
+<testcase name="[sig-node] C is skipped"><skipped message="skipped - no dummy link"></skipped></testcase>
+<testcase name="[sig-node] N not selected"><skipped message="skipped"></skipped></testcase>
 <testcase name="[sig-node] D passes"></testcase>
 </testsuite></testsuites>`
 
@@ -34,7 +35,7 @@ func TestSpecsAndCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p, f, s := count(specs); p != 2 || f != 1 || s != 1 {
-		t.Fatalf("counts %d/%d/%d, want 2 passed, 1 failed, 1 skipped (suite nodes left out)", p, f, s)
+		t.Fatalf("counts %d/%d/%d, want 2 passed, 1 failed, 1 skipped (suite nodes and specs the run did not select left out)", p, f, s)
 	}
 	if err := writeSpecs(filepath.Join(a, "specs.txt"), specs); err != nil {
 		t.Fatal(err)
