@@ -12,6 +12,8 @@ import (
 
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 var boot = time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
@@ -167,7 +169,7 @@ func TestFileLog(t *testing.T) {
 func TestDevKmsg(t *testing.T) {
 	f, err := os.Open(DefaultPath)
 	if err != nil {
-		t.Skipf("%s not readable: %v", DefaultPath, err)
+		itest.Require(t, DefaultPath+" readable", err)
 	}
 	_ = f.Close()
 	_, ctx := ktesting.NewTestContext(t)
