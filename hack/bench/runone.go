@@ -172,6 +172,9 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	r.idle0KB, r.anon0KB = rssKB(pid), anonRSSKB(pid)
 	r.goroutines0 = gr.count(ctx, a)
 	saveResidency(o, a, 0)
+	if o.keep {
+		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-0-pods.pb.gz"))
+	}
 	if err := resetPeakRSS(pid); err != nil {
 		return nil, err
 	}
@@ -213,6 +216,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	saveResidency(o, a, o.pods)
 	if o.keep {
 		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-"+strconv.Itoa(o.pods)+"-pods.pb.gz"))
+		gr.save(ctx, a, "/debug/pprof/heap?debug=1", "heap profile with runtime.MemStats", filepath.Join(filepath.Dir(a.logPath), "heap-"+strconv.Itoa(o.pods)+"-pods.txt"))
 	}
 	if a.exited() {
 		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
