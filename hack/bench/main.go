@@ -1,11 +1,29 @@
 // Command bench measures node agents side by side on one machine: it runs
 // the same workload once per agent: fullagent (built from this checkout),
-// the upstream kubelet v1.37.2 (_output/bin/kubelet, built by `bash
-// hack/build-tools.sh conformance`) and the ideal agent (below), and
-// prints one Markdown table with each agent's ratio to kubelet per row,
-// under a description of the machine, ready to paste into the README.
+// the upstream kubelet v1.37.2 and the ideal agent (below), and prints one
+// Markdown table with each agent's ratio to kubelet per row, under a
+// description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep] [--pull [--pull-images 1]]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep [--residency] [--burst-profile 10s]] [--pull [--pull-images 1]] [--kubelet PATH]
+//	go run ./hack/bench residency --pid PID | --bin BINARY
+//
+// Both agents are built as upstream builds its release binaries (build
+// tags releaseTags, -trimpath): fullagent from this checkout for each run,
+// the kubelet once into _output/bench/kubelet from hack/tools' module
+// (minutes; --kubelet takes another binary). The tags matter: without
+// grpcnotrace either binary is about 40% larger (see releaseTags), and on
+// this kernel most of a binary's pages end up resident (the page cache
+// holds it in large folios, mapped whole), so RSS follows binary size.
+//
+// With --keep, the work directory keeps each agent's log, heap profiles at
+// 0 and N pods (and runtime.MemStats, heap-N-pods.txt), with --residency
+// its resident binary pages by section, module and package at 0 and N pods
+// (residency-N-pods.md: /proc/PID/pagemap's present bits, the bytes of each
+// resident page charged to the function, type descriptor, pclntab entry or
+// variable there, from the ELF symbols, DWARF and the pclntab), and with
+// --burst-profile a CPU profile of the burst's first seconds
+// (cpu-burst.pb.gz). `bench residency` prints the same for any running Go
+// process, or the sizes of a binary's parts (--bin).
 //
 // It needs root. For each agent it starts a fresh private etcd +
 // kube-apiserver (internal/localcp, free loopback ports) and a fresh
