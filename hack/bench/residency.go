@@ -401,7 +401,8 @@ named:
 		}
 		return name
 	}
-	return name[:slash+1+dot]
+	// The linker escapes dots in a path's last element (yaml%2ev3).
+	return strings.ReplaceAll(name[:slash+1+dot], "%2e", ".")
 }
 
 // moduleOf is the module of l's build info that pkg belongs to, or pkg's
