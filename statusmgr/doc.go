@@ -7,12 +7,7 @@
 // moves backwards — a terminal phase stays terminal, a container that has
 // terminated for good stays terminated, start and transition times are kept
 // — and publishes each new version to a nodekit.StatusSink (Run, or the
-// SyncOnce and Resync steps). A sync writes its pods one after the other;
-// each pod's write carries the newest status the manager has at that pod's
-// turn. Upstream's status manager writes the status it read when the sync
-// began and the newer one in its next sync; ours writes no later than that
-// and, under the API client's rate limit, fewer times (in a burst, a pod
-// that is Running by its turn is not first written Pending). Static pods publish to their mirror pod. When a
+// SyncOnce and Resync steps). Static pods publish to their mirror pod. When a
 // deleted pod has finished (TerminatePod) and its resources are released
 // (PodResourcesReclaimed), the manager asks the sink to delete it, once.
 //

@@ -646,38 +646,3 @@ func BenchmarkSetPodStatus(b *testing.B) {
 		}
 	}
 }
-
-// orderedSink calls during on the first status write, as a worker setting
-// a newer status while a sync is under way (waiting on the rate limit).
-type orderedSink struct {
-	recordingSink
-	during func()
-}
-
-func (s *orderedSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) error {
-	if f := s.during; f != nil {
-		s.during = nil
-		f()
-	}
-	return s.recordingSink.SetPodStatus(ctx, pod, st)
-}
-
-// A status set while a sync is writing other pods is written in the pod's
-// turn, in place of the planned older one: one write, the newest status.
-func TestSyncWritesTheNewestStatusInEachPodsTurn(t *testing.T) {
-	sink := &orderedSink{}
-	m, _, _ := newTestManager(t, Config{Sink: sink})
-	a, b := testPod("a", "c"), testPod("b", "c")
-	mustSet(t, m, a, v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}})
-	mustSet(t, m, b, v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}})
-	sink.during = func() { mustSet(t, m, b, runningStatus(running("c", true))) } // while a is written
-	mustSync(t, m)
-	got := sink.takeSets()
-	if len(got) != 2 || got[0].name != "a" || got[1].name != "b" || got[1].status.Phase != v1.PodRunning {
-		t.Fatalf("the sync wrote %+v, want a's Pending status, then b's Running one", got)
-	}
-	mustSync(t, m)
-	if got := sink.takeSets(); len(got) != 0 {
-		t.Errorf("the next sync wrote %+v again, want nothing: b's newest version was written", got)
-	}
-}

@@ -93,7 +93,6 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 			return errors.Join(append(errs, err)...)
 		}
 		if j.publish {
-			j = m.newest(j)
 			if err := m.sink.SetPodStatus(ctx, j.target, &j.status); err != nil {
 				errs = append(errs, fmt.Errorf("publish status of pod %s/%s (version %d): %w", j.pod.Namespace, j.pod.Name, j.version, err))
 				continue
@@ -118,22 +117,6 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// newest is j with the pod's newest status, when a worker set a newer one
-// since the sync planned: a sync writes its pods one after the other, each
-// write waiting for the API client's rate limit, so by a pod's turn its
-// planned status may be stale. Upstream's status manager writes the status
-// it planned and the newer one in its next sync; writing the newest at
-// once is never later than that and spares the stale write (in a burst,
-// the Pending status of a pod that is Running by its turn).
-func (m *Manager) newest(j job) job {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if e := m.entries[j.uid]; e != nil && !e.deleted && e.version > j.version {
-		j.status, j.version = e.status, e.version
-	}
-	return j
 }
 
 // entrySnapshot is an entry read under the lock.
