@@ -196,7 +196,7 @@ func TestAPIStoreDropsManagedFields(t *testing.T) {
 	store := NewAPISource(nil, "node-a").newStore(testContext(t), out)
 	withFields := func(name, rv string) *v1.Pod {
 		p := versioned(name, rv)
-		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
 		return p
 	}
 	for _, call := range []func() error{
