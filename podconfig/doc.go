@@ -28,7 +28,9 @@
 // against the source's pods in O(n). Who owns what: a source gives the pods
 // of an update away and never reads them again (the API source sends the
 // objects the reflector decoded, uncopied, and keeps only their UIDs and
-// resourceVersions); the merger annotates and keeps them as its state,
+// resourceVersions; it drops their managedFields, which nothing on the
+// node reads, so the pods the agent keeps and serves lack them where
+// kubelet's have them); the merger annotates and keeps them as its state,
 // which nothing else reads; every pod it emits is a deep copy the receiver
 // owns and may change, the one copy a pod costs on its way through. The
 // checkpoint source keeps copies of its own (without managedFields).

@@ -191,6 +191,31 @@ func TestAPIStoreIncrements(t *testing.T) {
 	}
 }
 
+func TestAPIStoreDropsManagedFields(t *testing.T) {
+	out := make(chan nodekit.PodUpdate, 1)
+	store := NewAPISource(nil, "node-a").newStore(testContext(t), out)
+	withFields := func(name, rv string) *v1.Pod {
+		p := versioned(name, rv)
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{}}`)}}
+		return p
+	}
+	for _, call := range []func() error{
+		func() error { return store.Replace([]any{withFields("a", "1")}, "1") },
+		func() error { return store.Add(withFields("b", "2")) },
+		func() error { return store.Update(withFields("b", "3")) },
+	} {
+		if err := call(); err != nil {
+			t.Fatal(err)
+		}
+		u := <-out
+		for _, p := range u.Pods {
+			if p.ManagedFields != nil {
+				t.Errorf("%s of %s sent with managedFields %v", u.Op, p.Name, p.ManagedFields)
+			}
+		}
+	}
+}
+
 func TestAPISourceRejectsBadConfig(t *testing.T) {
 	if err := NewAPISource(fake.NewClientset(), "").Run(testContext(t), nil); err == nil {
 		t.Error("Run without a node name = nil, want an error")

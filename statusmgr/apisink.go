@@ -176,7 +176,10 @@ func (s *APISink) remember(uid types.UID, written *v1.Pod) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.written[uid] = writtenStatus{resourceVersion: written.ResourceVersion, status: &written.Status}
+	// A copy of the status alone: a pointer into written would keep the
+	// whole response (spec, managedFields) alive.
+	status := written.Status
+	s.written[uid] = writtenStatus{resourceVersion: written.ResourceVersion, status: &status}
 }
 
 // forget drops what the sink keeps of a pod.

@@ -218,3 +218,20 @@ func lastPatch(cs *fake.Clientset) []byte {
 	}
 	return out
 }
+
+// The sink keeps the status of its last write's response, not the response:
+// a pointer into it would keep the pod's spec and metadata alive per pod.
+func TestAPISinkKeepsOnlyTheWrittenStatus(t *testing.T) {
+	s := NewAPISink(fake.NewClientset())
+	written := &v1.Pod{}
+	written.UID, written.ResourceVersion = "u1", "7"
+	written.Status.Phase = v1.PodRunning
+	s.remember("u1", written)
+	w, ok := s.written["u1"]
+	if !ok || w.resourceVersion != "7" || w.status.Phase != v1.PodRunning {
+		t.Fatalf("remembered %+v, %v; want version 7, Running", w, ok)
+	}
+	if w.status == &written.Status {
+		t.Error("the sink keeps a pointer into the response, so the whole response stays in memory")
+	}
+}

@@ -10,6 +10,15 @@
 //
 // SIGINT and SIGTERM stop the agent and leave every container running: a
 // restarted agent adopts them.
+//
+// Build it as upstream builds its release kubelet:
+//
+//	go build -trimpath -tags selinux,notest,grpcnotrace ./examples/fullagent
+//
+// Without grpcnotrace, gRPC links golang.org/x/net/trace, whose
+// html/template page makes the linker keep every exported method of every
+// reachable type: the binary is 40% larger, and on a kernel that maps the
+// page cache's large folios whole, so is most of its resident memory.
 package main
 
 import (

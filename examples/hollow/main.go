@@ -31,8 +31,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -110,10 +112,12 @@ func run(ctx context.Context, o options) error {
 	cache := pleg.NewCache()
 	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// One watch on this Node feeds admission and the node status.
-	nodeInformer := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+	// Built from the Node informer alone, not a SharedInformerFactory,
+	// which would link every API group's informers and listers.
+	nodeInformer := coreinformers.NewFilteredNodeInformer(client, 0, toolscache.Indexers{}, func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	}))
-	nodes := nodeInformer.Core().V1().Nodes().Lister()
+	})
+	nodes := corelisters.NewNodeLister(nodeInformer.GetIndexer())
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
@@ -160,8 +164,7 @@ func run(ctx context.Context, o options) error {
 	for _, part := range []func(context.Context) error{lifecycle.Run, status.Run, node.Run, lease.Run, containerGC.Run} {
 		wg.Go(func() { _ = part(ctx) })
 	}
-	nodeInformer.Start(ctx.Done())
-	defer nodeInformer.Shutdown()
+	wg.Go(func() { nodeInformer.RunWithContext(ctx) })
 	// Admission needs the Node: start taking pods once it is registered.
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		_, err := nodes.Get(name)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"io"
 	"net"
@@ -190,20 +191,76 @@ func (p *agentProc) logTail() string {
 	return status + "\n--- last lines of " + p.logPath + " ---\n" + strings.Join(lines, "\n")
 }
 
-// buildFullagent builds examples/fullagent of this checkout into dir.
+// releaseTags are the build tags upstream's release binaries are built
+// with (k8s.io/kubernetes v1.37.2 hack/lib/golang.sh, build_binaries, any
+// build that is not DBG=1): grpcnotrace leaves out gRPC's
+// golang.org/x/net/trace, whose init registers an html/template page; the
+// template package's reflective method calls would make the linker keep
+// every exported method of every reachable type (about 40% of either
+// binary). Both agents are built with them, and -trimpath, as a release.
+const releaseTags = "selinux,notest,grpcnotrace"
+
+// upstreamLdflags stamps the kubelet's version, as hack/build-tools.sh does.
+const upstreamLdflags = "-X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
+
+// buildFullagent builds examples/fullagent of this checkout into dir, as a
+// release would be built (releaseTags).
 func buildFullagent(ctx context.Context, dir string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "bin", agentFull)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/fullagent")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", releaseTags, "-o", bin, "./examples/fullagent")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build fullagent: %w", err)
 	}
 	return bin, nil
+}
+
+// releaseKubelet is the upstream kubelet v1.37.2 built as its release is
+// (releaseTags, -trimpath, cgo on: kubelet is not among upstream's static
+// binaries; symbols kept, which are not loaded, so the residency report
+// can name packages), in _output/bench/kubelet of this checkout; built
+// from hack/tools' module on first use, which takes minutes.
+// hack/build-tools.sh's kubelet (for conformance) is built without the
+// tags.
+func releaseKubelet(ctx context.Context) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "_output", "bench", "kubelet")
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	logf("building the upstream kubelet with the release tags into %s (minutes, once)", bin)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", releaseTags, "-ldflags", upstreamLdflags,
+		"-o", bin+".tmp", "k8s.io/kubernetes/cmd/kubelet")
+	cmd.Dir = filepath.Join(root, "hack", "tools")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build the kubelet: %w", err)
+	}
+	return bin, os.Rename(bin+".tmp", bin)
+}
+
+// buildTags is the -tags a Go binary was built with, from its build
+// information, or "none".
+func buildTags(bin string) string {
+	bi, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return "unknown"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-tags" {
+			return s.Value
+		}
+	}
+	return "none"
 }
 
 // moduleRoot is the directory of this module's go.mod, found upwards from

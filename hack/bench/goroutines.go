@@ -33,7 +33,8 @@ func newGoroutineReader(admin *rest.Config) (*goroutineReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Timeout = 10 * time.Second
+	// No client timeout: a CPU profile takes its seconds; the callers'
+	// contexts bound each request.
 	return &goroutineReader{client: c}, nil
 }
 
@@ -43,6 +44,8 @@ func (g *goroutineReader) count(ctx context.Context, a *agentProc) int {
 	if a.serving == "" {
 		return -1
 	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	n, err := g.read(ctx, a.serving+"/debug/pprof/goroutine?debug=1")
 	if err != nil {
 		logf("%s: goroutines: %v", a.name, err)
@@ -63,10 +66,20 @@ func (g *goroutineReader) read(ctx context.Context, url string) (int, error) {
 // saveHeap writes the agent's heap profile (/debug/pprof/heap, for `go
 // tool pprof`) to path; a failure is logged, the run goes on.
 func (g *goroutineReader) saveHeap(ctx context.Context, a *agentProc, path string) {
+	g.save(ctx, a, "/debug/pprof/heap", "heap profile", path)
+}
+
+// saveCPUProfile profiles the agent's CPU for d (/debug/pprof/profile)
+// and writes the profile to path; a failure is logged.
+func (g *goroutineReader) saveCPUProfile(ctx context.Context, a *agentProc, d time.Duration, path string) {
+	g.save(ctx, a, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "CPU profile", path)
+}
+
+func (g *goroutineReader) save(ctx context.Context, a *agentProc, url, what, path string) {
 	if a.serving == "" {
 		return
 	}
-	body, err := g.get(ctx, a.serving+"/debug/pprof/heap")
+	body, err := g.get(ctx, a.serving+url)
 	if err == nil {
 		var f *os.File
 		if f, err = os.Create(path); err == nil {
@@ -76,10 +89,10 @@ func (g *goroutineReader) saveHeap(ctx context.Context, a *agentProc, path strin
 		body.Close()
 	}
 	if err != nil {
-		logf("%s: heap profile: %v", a.name, err)
+		logf("%s: %s: %v", a.name, what, err)
 		return
 	}
-	logf("%s: heap profile written to %s", a.name, path)
+	logf("%s: %s written to %s", a.name, what, path)
 }
 
 func (g *goroutineReader) get(ctx context.Context, url string) (io.ReadCloser, error) {

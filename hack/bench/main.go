@@ -1,11 +1,29 @@
 // Command bench measures node agents side by side on one machine: it runs
 // the same workload once per agent: fullagent (built from this checkout),
-// the upstream kubelet v1.37.2 (_output/bin/kubelet, built by `bash
-// hack/build-tools.sh conformance`) and the ideal agent (below), and
-// prints one Markdown table with each agent's ratio to kubelet per row,
-// under a description of the machine, ready to paste into the README.
+// the upstream kubelet v1.37.2 and the ideal agent (below), and prints one
+// Markdown table with each agent's ratio to kubelet per row, under a
+// description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep] [--pull [--pull-images 1]]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep [--residency] [--burst-profile 10s]] [--pull [--pull-images 1]] [--kubelet PATH]
+//	go run ./hack/bench residency --pid PID | --bin BINARY
+//
+// Both agents are built as upstream builds its release binaries (build
+// tags releaseTags, -trimpath): fullagent from this checkout for each run,
+// the kubelet once into _output/bench/kubelet from hack/tools' module
+// (minutes; --kubelet takes another binary). The tags matter: without
+// grpcnotrace either binary is about 40% larger (see releaseTags), and on
+// this kernel most of a binary's pages end up resident (the page cache
+// holds it in large folios, mapped whole), so RSS follows binary size.
+//
+// With --keep, the work directory keeps each agent's log, heap profiles at
+// 0 and N pods (and runtime.MemStats, heap-N-pods.txt), with --residency
+// its resident binary pages by section, module and package at 0 and N pods
+// (residency-N-pods.md: /proc/PID/pagemap's present bits, the bytes of each
+// resident page charged to the function, type descriptor, pclntab entry or
+// variable there, from the ELF symbols, DWARF and the pclntab), and with
+// --burst-profile a CPU profile of the burst's first seconds
+// (cpu-burst.pb.gz). `bench residency` prints the same for any running Go
+// process, or the sizes of a binary's parts (--bin).
 //
 // It needs root. For each agent it starts a fresh private etcd +
 // kube-apiserver (internal/localcp, free loopback ports) and a fresh
@@ -131,14 +149,26 @@ type options struct {
 	// (same content) the pods are spread over.
 	pull       bool
 	pullImages int
+	// kubelet is the upstream kubelet binary (--kubelet); "" for the
+	// release build (releaseKubelet).
+	kubelet string
+	// residency saves each agent's resident pages by package (--residency).
+	residency bool
+	// burstProfile is how long to profile the agent's CPU from the start
+	// of the burst (--burst-profile); 0 for no profile.
+	burstProfile time.Duration
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == idealCommand {
 		os.Exit(idealMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == residencyCommand {
+		os.Exit(residencyMain(os.Args[2:]))
+	}
 	var o options
 	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet and ideal")
+	flag.StringVar(&o.kubelet, "kubelet", "", "the upstream kubelet binary (default: _output/bench/kubelet, built on first use with upstream's release build tags)")
 	flag.StringVar(&o.runtime, "runtime", runtimeContainerd, "what the pods run on: containerd, or fake (internal/fakecri, nothing runs)")
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
 	flag.DurationVar(&o.steady, "steady", 60*time.Second, "steady-state window for API requests per minute (N pods running)")
@@ -147,6 +177,8 @@ func main() {
 	flag.StringVar(&o.containerd, "containerd", "", "containerd to run the pods on: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.BoolVar(&o.pull, "pull", false, "cold cache: the pods pull their image from a local registry into a containerd that lacks it (containerd runtime only)")
 	flag.IntVar(&o.pullImages, "pull-images", 1, "with --pull: distinct repositories (same content) the pods are spread over, so this many pulls")
+	flag.BoolVar(&o.residency, "residency", false, "with --keep: write each agent's resident binary pages by package and module (pagemap; see `bench residency`) at 0 and N pods into the work directory")
+	flag.DurationVar(&o.burstProfile, "burst-profile", 0, "with --keep: profile each agent's CPU (its /debug/pprof/profile) for this long from the start of the burst into cpu-burst.pb.gz; the steady window waits for it")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -168,19 +200,25 @@ func run(ctx context.Context, o options) error {
 	if os.Geteuid() != 0 {
 		return errors.New("needs root (it starts containerd, creates a bridge and runs the agents)")
 	}
-	bin, err := localcp.FindBinDir()
-	if err != nil {
+	if _, err := localcp.FindBinDir(); err != nil {
 		return err
 	}
-	kubelet := filepath.Join(bin, "kubelet")
+	var err error
+	kubelet := o.kubelet
 	kubeletVersion := ""
 	if slices.Contains(o.agents, agentKubelet) {
+		if kubelet == "" {
+			if kubelet, err = releaseKubelet(ctx); err != nil {
+				return err
+			}
+		}
 		if _, err := os.Stat(kubelet); err != nil {
-			return fmt.Errorf("upstream kubelet not found at %s: run `bash hack/build-tools.sh conformance` to build it (or pass --agents=fullagent)", kubelet)
+			return fmt.Errorf("--kubelet: %w", err)
 		}
 		if kubeletVersion, err = binaryVersion(ctx, kubelet); err != nil {
 			return err
 		}
+		logf("kubelet %s, build tags %s", kubelet, buildTags(kubelet))
 	}
 	top, err := os.MkdirTemp("", "nkbench-")
 	if err != nil {
@@ -211,6 +249,9 @@ func run(ctx context.Context, o options) error {
 		r, err := runOne(ctx, a, bins[a], filepath.Join(top, a), o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", a, err)
+		}
+		if a != agentIdeal {
+			r.build = buildTags(bins[a])
 		}
 		results = append(results, r)
 		logf("%s: done", a)

@@ -97,7 +97,17 @@ func printReport(w io.Writer, m machine, o options, kubeletVersion string, resul
 		image = fmt.Sprintf("cold cache: pulled from a local registry on loopback, %d image name(s), same content", o.pullImages)
 	}
 	fmt.Fprintf(w, "Workload: %d busybox pods (`sleep 3600`, %s, imagePullPolicy IfNotPresent) created at once on a Ready node, "+
-		"%s; steady window %v, starting %v after the last pod runs\n\n", o.pods, image, what, o.steady, settleSteady)
+		"%s; steady window %v, starting %v after the last pod runs\n", o.pods, image, what, o.steady, settleSteady)
+	var builds []string
+	for _, r := range results {
+		if r.build != "" {
+			builds = append(builds, fmt.Sprintf("%s with -tags %s", r.agent, r.build))
+		}
+	}
+	if len(builds) > 0 {
+		fmt.Fprintf(w, "Builds: %s\n", strings.Join(builds, "; "))
+	}
+	fmt.Fprintln(w)
 
 	header := []string{"figure"}
 	for _, r := range results {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,6 +57,9 @@ type result struct {
 	// goroutines0 and goroutinesN are the agent's goroutines with 0 pods
 	// and at the end of the steady window; -1 when not read.
 	goroutines0, goroutinesN int
+	// build is the build tags of the agent's binary ("" for the ideal
+	// agent, the bench itself).
+	build string
 }
 
 // steadyCPUPerMinute is the agent's CPU seconds per minute of the steady
@@ -167,10 +171,23 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	}
 	r.idle0KB, r.anon0KB = rssKB(pid), anonRSSKB(pid)
 	r.goroutines0 = gr.count(ctx, a)
+	saveResidency(o, a, 0)
+	if o.keep {
+		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-0-pods.pb.gz"))
+	}
 	if err := resetPeakRSS(pid); err != nil {
 		return nil, err
 	}
 	cpu0 := cpuSeconds(pid)
+	profiled := make(chan struct{})
+	if o.burstProfile > 0 {
+		go func() {
+			defer close(profiled)
+			gr.saveCPUProfile(ctx, a, o.burstProfile, filepath.Join(filepath.Dir(a.logPath), "cpu-burst.pb.gz"))
+		}()
+	} else {
+		close(profiled)
+	}
 	logf("%s: creating %d pods", a.name, o.pods)
 	burstStart := time.Now()
 	times, total, err := burst(ctx, client, a, o.pods, burstImages(o), o.timeout)
@@ -184,6 +201,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	r.p50, r.p99, r.allRunning = pct(lat, 50), pct(lat, 99), total
 	logf("%s: all %d pods Running after %v; steady window of %v starts in %v", a.name, o.pods, total.Round(time.Millisecond), o.steady, settleSteady)
 
+	<-profiled
 	if err := sleep(ctx, settleSteady); err != nil {
 		return nil, err
 	}
@@ -195,8 +213,10 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	r.steadyCPU = cpuSeconds(pid) - steadyCPU0
 	r.idleNKB, r.anonNKB = rssKB(pid), anonRSSKB(pid)
 	r.goroutinesN = gr.count(ctx, a)
+	saveResidency(o, a, o.pods)
 	if o.keep {
 		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-"+strconv.Itoa(o.pods)+"-pods.pb.gz"))
+		gr.save(ctx, a, "/debug/pprof/heap?debug=1", "heap profile with runtime.MemStats", filepath.Join(filepath.Dir(a.logPath), "heap-"+strconv.Itoa(o.pods)+"-pods.txt"))
 	}
 	if a.exited() {
 		return nil, fmt.Errorf("the agent exited during the steady window: %s", a.logTail())
@@ -220,6 +240,25 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	}
 	r.start = startStages(times)
 	return r, nil
+}
+
+// saveResidency writes, with --residency, where the agent's resident
+// binary pages are (printResidency) to residency-N-pods.md beside its log.
+func saveResidency(o options, a *agentProc, pods int) {
+	if !o.residency {
+		return
+	}
+	path := filepath.Join(filepath.Dir(a.logPath), "residency-"+strconv.Itoa(pods)+"-pods.md")
+	f, err := os.Create(path)
+	if err == nil {
+		err = printResidency(f, a.pid(), "", 40)
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		logf("%s: residency: %v", a.name, err)
+		return
+	}
+	logf("%s: resident pages by package written to %s", a.name, path)
 }
 
 // seedNamespace creates what kube-controller-manager would in namespace

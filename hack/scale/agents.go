@@ -175,14 +175,22 @@ func (p *agentProc) logTail() string {
 	return status + "\n--- last lines of " + p.logPath + " ---\n" + strings.Join(lines, "\n")
 }
 
-// buildHollow builds examples/hollow of this checkout into dir/bin.
+// buildTags are the tags upstream builds its release binaries with
+// (k8s.io/kubernetes v1.37.2 hack/lib/golang.sh): grpcnotrace leaves out
+// golang.org/x/net/trace, whose html/template use makes the linker keep
+// every exported method of every reachable type; the hollow agent is 40%
+// smaller without it, and 100s of them share the machine.
+const buildTags = "selinux,notest,grpcnotrace"
+
+// buildHollow builds examples/hollow of this checkout into dir/bin, as a
+// release would be built (buildTags).
 func buildHollow(ctx context.Context, dir string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "bin", "hollow")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./examples/hollow")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", buildTags, "-o", bin, "./examples/hollow")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
