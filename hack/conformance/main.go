@@ -143,7 +143,8 @@ func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Conta
 		return start(filepath.Join(bin, "kubelet"), args...)
 	}
 	fa := filepath.Join(filepath.Dir(root), "fullagent")
-	b := exec.Command("go", "build", "-o", fa, "./examples/fullagent")
+	// As upstream builds its release kubelet (examples/fullagent/main.go).
+	b := exec.Command("go", "build", "-trimpath", "-tags", "selinux,notest,grpcnotrace", "-o", fa, "./examples/fullagent")
 	b.Stdout, b.Stderr = os.Stderr, os.Stderr
 	if err := b.Run(); err != nil {
 		return fmt.Errorf("build fullagent: %w", err)
