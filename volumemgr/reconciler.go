@@ -186,6 +186,12 @@ func (m *Manager) run(parent context.Context, o op) {
 			log.V(2).Info("Unable to set up a volume; will retry", "err", err)
 		}
 		m.events.Eventf(o.pod, v1.EventTypeWarning, "FailedMount", "%s", failedMountMessage(o.vol.name, err))
+		if o.vol.unattached {
+			// The wait on the attachment is over: the set-up's own
+			// back-off starts afresh, as upstream's mount operation
+			// follows the attach verification with a back-off of its own.
+			o.vol.backoff = 0
+		}
 		m.failLocked(o.vol, err)
 		o.vol.unattached = false
 		if o.vol.setUp {
