@@ -57,8 +57,10 @@
 // ReportedInUse gate), so the controller never detaches a volume the node
 // is mounting or has mounted. A set-up that waits on the attachment
 // returns a PendingError (retried within 2 s, no event; listed among
-// WaitForAttachAndMount's "unattached volumes"); a StepError names the
-// upstream step in the FailedMount event.
+// WaitForAttachAndMount's "unattached volumes"); once past that wait, a
+// failing set-up's back-off starts again at 500 ms, as upstream's mount
+// operation has a back-off of its own after the attach verification; a
+// StepError names the upstream step in the FailedMount event.
 //
 // SELinux (selinux.go, Config.SELinux; the real host's by default): where
 // SELinux is enabled, each volume's label is that of the containers that

@@ -41,8 +41,18 @@ type source struct {
 }
 
 // resolve turns a persistentVolumeClaim, ephemeral or csi pod volume into
-// a source, with upstream's errors for unbound or foreign claims.
+// a source, with upstream's errors for unbound or foreign claims; they are
+// volumemgr.ProcessErrors, as upstream meets them in its desired-state
+// populator, before any set-up.
 func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
+	src, err := p.resolveSource(ctx, pod, vol)
+	if err != nil {
+		return nil, &volumemgr.ProcessError{Err: err}
+	}
+	return src, nil
+}
+
+func (p *Plugin) resolveSource(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
 	if vol.CSI != nil {
 		if err := volumeModeMismatch(pod, vol.Name, false); err != nil {
 			return nil, err
