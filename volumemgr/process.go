@@ -27,7 +27,11 @@ func (m *Manager) failUnprocessedLocked(v *volumeState, err error) {
 // unprocessedLocked fails with upstream's error when some of the pending
 // volumes of pod uid could not be processed (their last set-up failed
 // with a ProcessError): every volume not mounted, those waiting on their
-// attachment, then those not processed and why.
+// attachment, then those not processed and why. It waits (returns nil)
+// while another pending volume has not had its first set-up yet, so the
+// error lists the volumes that are not mounted, not those whose set-up
+// is under way, as upstream's, which its desired state reports only once
+// its populator went through every volume of the pod.
 func (m *Manager) unprocessedLocked(a *actualPod, pending []string) error {
 	if a == nil {
 		return nil
@@ -35,7 +39,11 @@ func (m *Manager) unprocessedLocked(a *actualPod, pending []string) error {
 	var failed []string
 	var errs []error
 	for _, n := range pending {
-		if v := a.volumes[n]; v != nil && !v.setUp && v.unprocessed {
+		v := a.volumes[n]
+		switch {
+		case v == nil || v.err == nil:
+			return nil // not tried yet, or under way
+		case v.unprocessed:
 			failed = append(failed, n)
 			errs = append(errs, v.err)
 		}

@@ -25,7 +25,8 @@ import (
 )
 
 // csiVolPods are the pods of TestCSIVolumesSideBySide on each node
-// (named KIND-AGENT): data writes a file on a claim (fsGroup 1234), ro
+// (named KIND-AGENT): data writes a file on a claim (fsGroup 1234) and
+// gives it to group 0, ro
 // mounts a claim readOnly, eph has a generic ephemeral volume, inl a CSI
 // inline volume, fail a claim whose NodePublishVolume the driver fails
 // until told to recover, and failstage one whose NodeStageVolume it
@@ -47,16 +48,19 @@ const publishFailures = 5
 // PVs and creating generic ephemeral claims, its attach/detach controller
 // and the test kit's attacher attaching, the CSIDriver attachRequired),
 // and compares what each node shows: the CSINode object (driver, node ID,
-// topology keys), the node's nodeid annotation and topology label; with
-// the pods running, the file on the claim, its fsGroup, a readOnly claim
+// topology keys), the node's nodeid annotation and topology label; a
+// claim not bound yet (the pod's state and FailedMount event); with the
+// pods running, the file on the claim, its fsGroup, a readOnly claim
 // that takes no write, the generic ephemeral claim owned by its pod, the
 // inline volume, node.status.volumesInUse and the CSI mounts under the
 // root; for a volume whose NodePublishVolume fails, the pod's state and
 // FailedMount events while it fails, the intervals between the driver's
 // NodePublishVolume calls (the retry back-off) and the pod running once
 // the driver recovers; after the pods are deleted, the driver calls of
-// each volume, no CSI mount left, volumesInUse emptied, and a pod
-// created again on the first claim reading the file written before;
+// each volume and the access mode it was given (the PV's first), no CSI
+// mount left, volumesInUse emptied, and a pod created again on the first
+// claim reading the file written before (fsGroupChangePolicy
+// OnRootMismatch leaving its group as it is);
 // when the driver goes, the CSINode entry and the annotation removed.
 func TestCSIVolumesSideBySide(t *testing.T) {
 	cp, agents := startCSISideBySide(t, "vol", "", csitest.Options{Topology: map[string]string{"topology.csi.nodekit.test/zone": "z1"}})
@@ -232,12 +236,17 @@ func volumePod(a *csiSBSAgent, kind string) *v1.Pod {
 	var p *v1.Pod
 	switch kind {
 	case "data", "data2":
-		cmd := "echo hello > /data/f && sleep 3600"
+		// The writer gives its file back to group 0; the next pod, with
+		// fsGroupChangePolicy OnRootMismatch (the volume's root has the
+		// fsGroup already), finds it so.
+		cmd := "echo hello > /data/f && chgrp 0 /data/f && sleep 3600"
+		sc := &v1.PodSecurityContext{FSGroup: ptr.To[int64](1234)}
 		if kind == "data2" {
-			cmd = `test "$(cat /data/f)" = hello && test "$(stat -c %g /data/f)" = 1234`
+			cmd = `test "$(cat /data/f)" = hello && test "$(stat -c %g /data/f)" = 0`
+			sc.FSGroupChangePolicy = ptr.To(v1.FSGroupChangeOnRootMismatch)
 		}
 		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, cmd)
-		p.Spec.SecurityContext = &v1.PodSecurityContext{FSGroup: ptr.To[int64](1234)}
+		p.Spec.SecurityContext = sc
 		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: claim("data", false)}}
 	case "ro", "fail", "failstage":
 		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, "sleep 3600")
@@ -301,7 +310,7 @@ func publishCalls(t *testing.T, drv *csitest.Process, handle string) []time.Time
 // FailedMount events then, recovers it and waits for the pod to run; it
 // returns, by agent, those and the intervals between the
 // NodePublishVolume calls of the volume (the last the successful one),
-// each rounded to the nearest 0.5 s times a power of two.
+// each as the back-off it shows (0.5 s times a power of two).
 func observePublishBackoff(t *testing.T, agents []*csiSBSAgent) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
@@ -336,7 +345,11 @@ func observePublishBackoff(t *testing.T, agents []*csiSBSAgent) map[string][]str
 		for i := 1; i < len(at); i++ {
 			d := at[i].Sub(at[i-1])
 			raw = append(raw, d.Round(10*time.Millisecond).String())
-			rounded = append(rounded, fmt.Sprintf("%gs", 0.5*math.Exp2(math.Round(math.Log2(d.Seconds()/0.5)))))
+			// A retry comes its back-off after the failure, and later by
+			// as long as the agent takes to get to it: the back-off is
+			// the largest 0.5 s times a power of two not above the
+			// interval.
+			rounded = append(rounded, fmt.Sprintf("%gs", 0.5*math.Exp2(math.Floor(math.Log2(d.Seconds()/0.5)+0.01))))
 		}
 		t.Logf("%s: intervals between NodePublishVolume calls of the failing volume: %v", a.name, raw)
 		out[a.name] = append(out[a.name], fmt.Sprintf("NodePublishVolume calls=%d intervals=%v, running after the recovery", len(at), rounded))
@@ -400,7 +413,7 @@ func observeVolumesRunning(t *testing.T, a *csiSBSAgent, uids map[string]types.U
 	e := a.env
 	out := []string{
 		"data: /data/f=" + strings.TrimSpace(e.exec(t, pods["data"], "app", "cat", "/data/f")) +
-			" stat /data /data/f=" + strings.Join(strings.Fields(e.exec(t, pods["data"], "app", "stat", "-c", "%g %A", "/data", "/data/f")), " "),
+			" stat /data=" + strings.TrimSpace(e.exec(t, pods["data"], "app", "stat", "-c", "%g %A", "/data")),
 		"eph: /data/e=" + strings.TrimSpace(e.exec(t, pods["eph"], "app", "cat", "/data/e")),
 		"inl: /data/i=" + strings.TrimSpace(e.exec(t, pods["inl"], "app", "cat", "/data/i")),
 	}
@@ -493,7 +506,7 @@ func observeVolumesGone(t *testing.T, a *csiSBSAgent, uids map[string]types.UID)
 }
 
 // observeDataKept: a new pod on the data claim reads the file the first
-// wrote, with its fsGroup.
+// wrote, left in group 0 by fsGroupChangePolicy OnRootMismatch.
 func observeDataKept(t *testing.T, a *csiSBSAgent) []string {
 	t.Helper()
 	p := volumePod(a, "data2")
