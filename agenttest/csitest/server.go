@@ -67,6 +67,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "volumes"), 0o750); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Server{cfg: cfg}, nil
 }
 
@@ -155,16 +158,9 @@ func (s *Server) logMountFlags(rpc, volume string, c *csipb.VolumeCapability) er
 	return nil
 }
 
-func (s *Server) now() time.Time {
-	if s.cfg.Clock == nil {
-		return time.Now()
-	}
-	return s.cfg.Clock.Now()
-}
-
 // enter logs the call and returns the injected failure, if any.
 func (s *Server) enter(rpc, volume, path string) error {
-	at := s.now().UTC().Format(time.RFC3339Nano)
+	at := s.cfg.Clock.Now().UTC().Format(time.RFC3339Nano)
 	line := fmt.Sprintf("%s %s %s", rpc, volume, path)
 	if err := s.appendLine(CallLogFile, line); err != nil { // block.go
 		return err
