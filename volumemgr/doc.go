@@ -35,7 +35,11 @@
 // WaitForAttachAndMount fails at once for a pod using it, with upstream's
 // "failed to process volumes=[...]: ... no volume plugin matched" (the pod worker reports it as FailedMount and retries with
 // back-off; the pod stays in ContainerCreating), and the reconciler never
-// tries to set such a volume up.
+// tries to set such a volume up. A plugin's ProcessError (process.go: what
+// upstream meets while it processes the pod's volumes into its desired
+// state, such as a claim not bound) is reported the same way, once every
+// other volume of the pod not mounted had its first set-up, with no
+// FailedMount event of the reconciler, and retried within two seconds.
 //
 //	pod worker                    Manager                      reconciler (Run)
 //	   │ WaitForAttachAndMount ──►  desired += pod  ──wake──►  SetUp each volume
