@@ -134,6 +134,21 @@ func startRestartPods(t *testing.T, a *csiSBSAgent) {
 	}
 }
 
+// loopsUnder lists the backing files of the host's loop devices that are
+// under one of dirs (an agent's root, its driver's state dir), sorted,
+// each as often as it backs a device: other tests' loop devices come
+// and go meanwhile.
+func loopsUnder(t *testing.T, dirs ...string) []string {
+	t.Helper()
+	var out []string
+	for _, f := range loopBackingFiles(t) {
+		if slices.ContainsFunc(dirs, func(d string) bool { return strings.HasPrefix(f, d+"/") }) {
+			out = append(out, f)
+		}
+	}
+	return sorted(out)
+}
+
 // restartSnapshot is what an agent's node shows before the kill.
 type restartSnapshot struct {
 	pods   map[string]*v1.Pod // by kind: rsb, rsa, rse
@@ -148,7 +163,7 @@ func snapshotRestart(t *testing.T, a *csiSBSAgent) *restartSnapshot {
 	for _, kind := range []string{"rsb", "rsa", "rse"} {
 		s.pods[kind] = a.env.waitPod(t, kind+"-"+a.name, 180*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	}
-	s.mounts, s.loops, s.calls = rootMounts(t, a.root), loopBackingFiles(t), len(driverCalls(t, a.drv))
+	s.mounts, s.loops, s.calls = rootMounts(t, a.root), loopsUnder(t, a.root, a.drv.StateDir), len(driverCalls(t, a.drv))
 	return s
 }
 
@@ -170,7 +185,7 @@ func observeRestart(t *testing.T, a *csiSBSAgent, b *restartSnapshot) []string {
 	for kind, p := range b.pods {
 		uids[kind] = p.UID
 	}
-	repl := []string{a.root, "ROOT", inline, "csi-SHA256(UID(rse) inline)"}
+	repl := []string{a.root, "ROOT", inline, "csi-SHA256(UID(rse)+inline)"}
 	for kind, uid := range uids {
 		repl = append(repl, string(uid), "UID("+kind+")")
 	}
@@ -217,7 +232,11 @@ func restartState(t *testing.T, a *csiSBSAgent, b *restartSnapshot, norm *string
 	}
 	out = append(out, fmt.Sprintf("mounts: the survivors' as before=%v, the deleted pod's before=%d", slices.Equal(after, survivors), len(b.mounts)-len(survivors)),
 		"mount points after: "+strings.Join(sorted(points), " "))
-	out = append(out, fmt.Sprintf("loop devices as before=%v", slices.Equal(sorted(loopBackingFiles(t)), sorted(b.loops))))
+	loops := loopsUnder(t, a.root, a.drv.StateDir)
+	if !slices.Equal(loops, b.loops) {
+		t.Logf("%s: loop devices after the restart %q, before %q", a.name, loops, b.loops)
+	}
+	out = append(out, fmt.Sprintf("loop devices: %d before, as before=%v", len(b.loops), slices.Equal(loops, b.loops)))
 	_ = pollUntil(t, 60*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(a.root, "pods", string(eph.UID)))
 		return os.IsNotExist(err)

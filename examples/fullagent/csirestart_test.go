@@ -82,7 +82,7 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 	}
 	eph = e.waitPod(t, eph.Name, 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	e.exec(t, before["rs-block"], "app", "sh", "-c", "echo before-restart | dd of=/dev/xvda bs=512 count=1 conv=sync,fsync 2>/dev/null")
-	mountsBefore, loopsBefore := rootMounts(t, e.root), loopBackingFiles(t)
+	mountsBefore, loopsBefore := rootMounts(t, e.root), loopsUnder(t, e.root, drv.StateDir)
 	callsBefore := driverCalls(t, drv)
 	ephStaging := callPath(t, callsBefore, "NodeStageVolume vol-rs-eph ")
 
@@ -144,7 +144,7 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 	if got := rootMounts(t, e.root); !slices.Equal(got, survivors) {
 		t.Errorf("mounts under the root after the restart:\n%s\nbefore, but the deleted pod's:\n%s", strings.Join(got, "\n"), strings.Join(survivors, "\n"))
 	}
-	if got := loopBackingFiles(t); !slices.Equal(sorted(got), sorted(loopsBefore)) {
+	if got := loopsUnder(t, e.root, drv.StateDir); !slices.Equal(got, loopsBefore) {
 		t.Errorf("loop devices after the restart %q, before %q", got, loopsBefore)
 	}
 	if got := strings.TrimRight(e.exec(t, before["rs-block"], "app", "sh", "-c", "dd if=/dev/xvda bs=512 count=1 2>/dev/null | head -n 1"), "\x00\n"); got != "before-restart" {

@@ -393,7 +393,7 @@ func csiMounts(t *testing.T, a *csiSBSAgent, norm *strings.Replacer) []string {
 // volumeNorm replaces the agent's root, pod UIDs, inline volume IDs,
 // staging hashes and name in what the agent's node shows.
 func volumeNorm(a *csiSBSAgent, uids map[string]types.UID) *strings.Replacer {
-	r := []string{a.root, "ROOT", inlineHandle(uids["inl"], "inline"), "csi-SHA256(UID(inl) inline)"}
+	r := []string{a.root, "ROOT", inlineHandle(uids["inl"], "inline"), "csi-SHA256(UID(inl)+inline)"}
 	for kind, uid := range uids {
 		r = append(r, string(uid), "UID("+kind+")")
 	}
