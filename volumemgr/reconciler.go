@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/poddir"
 )
 
 const (
@@ -26,10 +28,8 @@ const (
 	maxParallelOps = 8
 )
 
-// podDirOf is ROOT/pods/UID, as syncloop.PodDir.
-func podDirOf(root string, uid types.UID) string {
-	return filepath.Join(root, "pods", string(uid))
-}
+// podDirOf is ROOT/pods/UID.
+func podDirOf(root string, uid types.UID) string { return poddir.Pod(root, uid) }
 
 // Run reconciles every reconcile period, and at once when a pod is added or
 // removed, until ctx is done; then it returns ctx.Err(). Volumes stay
