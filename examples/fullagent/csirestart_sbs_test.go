@@ -39,7 +39,8 @@ var kubeAPIAccess = regexp.MustCompile(`kube-api-access-[a-z0-9]{5}`)
 // surviving pods' containers (same, not restarted), the mount table under
 // the root (the survivors' mounts as they were, the deleted pod's gone),
 // the loop devices, the deleted pod's directory and its volume's
-// VolumeAttachment.
+// VolumeAttachment; then, the survivors deleted, the tear-down calls of
+// their reconstructed volumes and no mount or loop device left.
 func TestCSIRestartSideBySide(t *testing.T) {
 	cp, agents := startCSISideBySide(t, "rs", "", csitest.Options{})
 	client := cp.AdminClient()
@@ -73,6 +74,18 @@ func TestCSIRestartSideBySide(t *testing.T) {
 	got := map[string][]string{}
 	for _, a := range agents {
 		got[a.name] = observeRestart(t, a, before[a.name])
+	}
+	// The survivors go too: their volumes, reconstructed, are torn down
+	// (and no loop device is left to the machine).
+	for _, a := range agents {
+		for _, kind := range []string{"rsb", "rsa"} {
+			if err := client.CoreV1().Pods("default").Delete(ctx, kind+"-"+a.name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, a := range agents {
+		got[a.name] = append(got[a.name], observeSurvivorsGone(t, a, before[a.name])...)
 	}
 	t.Logf("kubelet v1.37.2:\n  %s\nfullagent:\n  %s", strings.Join(got["kubelet"], "\n  "), strings.Join(got["fullagent"], "\n  "))
 	if !slices.Equal(got["kubelet"], got["fullagent"]) {
@@ -204,6 +217,32 @@ func observeRestart(t *testing.T, a *csiSBSAgent, b *restartSnapshot) []string {
 		out = append(out, "  "+vol+": "+strings.Join(byVolume[vol], "; "))
 	}
 	return append(out, restartState(t, a, b, norm)...)
+}
+
+// observeSurvivorsGone: once the survivors' volumes are unstaged, their
+// last driver calls, and what is left of mounts and loop devices.
+func observeSurvivorsGone(t *testing.T, a *csiSBSAgent, b *restartSnapshot) []string {
+	t.Helper()
+	waitCall(t, a.drv, "NodeUnstageVolume volrsb-"+a.name+" ")
+	waitCall(t, a.drv, "NodeUnstageVolume volrsa-"+a.name+" ")
+	norm := strings.NewReplacer(a.root, "ROOT", string(b.pods["rsb"].UID), "UID(rsb)", string(b.pods["rsa"].UID), "UID(rsa)",
+		stagingHash("volrsa-"+a.name), "SHA256(volrsa)", a.name, "NAME")
+	var out []string
+	for _, vol := range []string{"volrsb-", "volrsa-"} {
+		var calls []string
+		for _, c := range driverCalls(t, a.drv) {
+			if f := strings.Fields(norm.Replace(c)); len(f) == 3 && strings.HasPrefix(c, "NodeUn") && f[1] == vol+"NAME" {
+				calls = append(calls, f[0]+" "+f[2])
+			}
+		}
+		out = append(out, "survivors deleted: "+vol+"NAME: "+strings.Join(calls, "; "))
+	}
+	var left []string
+	_ = pollUntil(t, 20*time.Second, func() bool {
+		left = slices.DeleteFunc(rootMounts(t, a.root), func(m string) bool { return strings.Contains(m, "kubernetes.io~projected") })
+		return len(left) == 0 && len(loopsUnder(t, a.root, a.drv.StateDir)) == 0
+	})
+	return append(out, fmt.Sprintf("survivors deleted: CSI mounts left=%d loop devices left=%d", len(left), len(loopsUnder(t, a.root, a.drv.StateDir))))
 }
 
 // restartState: the survivors' containers, the mounts, loop devices, the
