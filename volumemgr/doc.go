@@ -35,7 +35,11 @@
 // WaitForAttachAndMount fails at once for a pod using it, with upstream's
 // "failed to process volumes=[...]: ... no volume plugin matched" (the pod worker reports it as FailedMount and retries with
 // back-off; the pod stays in ContainerCreating), and the reconciler never
-// tries to set such a volume up.
+// tries to set such a volume up. A plugin's ProcessError (process.go: what
+// upstream meets while it processes the pod's volumes into its desired
+// state, such as a claim not bound) is reported the same way, once every
+// other volume of the pod not mounted had its first set-up, with no
+// FailedMount event of the reconciler, and retried within two seconds.
 //
 //	pod worker                    Manager                      reconciler (Run)
 //	   │ WaitForAttachAndMount ──►  desired += pod  ──wake──►  SetUp each volume
@@ -57,8 +61,10 @@
 // ReportedInUse gate), so the controller never detaches a volume the node
 // is mounting or has mounted. A set-up that waits on the attachment
 // returns a PendingError (retried within 2 s, no event; listed among
-// WaitForAttachAndMount's "unattached volumes"); a StepError names the
-// upstream step in the FailedMount event.
+// WaitForAttachAndMount's "unattached volumes"); once past that wait, a
+// failing set-up's back-off starts again at 500 ms, as upstream's mount
+// operation has a back-off of its own after the attach verification; a
+// StepError names the upstream step in the FailedMount event.
 //
 // SELinux (selinux.go, Config.SELinux; the real host's by default): where
 // SELinux is enabled, each volume's label is that of the containers that

@@ -11,8 +11,9 @@ import (
 )
 
 // maxPendingRetry caps the back-off of a set-up that waits on a
-// precondition (PendingError): the wait ends outside the node, and the
-// next attempt should follow soon after.
+// precondition (PendingError) or could not be processed (ProcessError):
+// the wait ends outside the node, and the next attempt should follow soon
+// after.
 const maxPendingRetry = 2 * time.Second
 
 // AttachablePlugin is a Plugin some of whose volumes a controller attaches
@@ -192,7 +193,7 @@ func (m *Manager) nameFound(ctx context.Context, vols []*volumeState) {
 
 // failPendingLocked records a PendingError: a retry soon, no event.
 func (m *Manager) failPendingLocked(v *volumeState, err error) {
-	v.err, v.unattached = err, true
+	v.err, v.unattached, v.unprocessed = err, true, false
 	v.backoff = min(nextBackoff(v.backoff), maxPendingRetry)
 	v.retryAt = m.clock.Now().Add(v.backoff)
 }

@@ -154,6 +154,35 @@ func TestPendingAndStepErrors(t *testing.T) {
 	}
 }
 
+// TestBackoffAfterAttachWait: the back-off of a set-up that failed once
+// the volume passed the wait on its attachment starts at 500 ms, whatever
+// the waiting's retries grew to, as upstream's mount operation has its
+// own back-off.
+func TestBackoffAfterAttachWait(t *testing.T) {
+	p := &attachablePlugin{}
+	f := newFixture(t, func(c *volumemgr.Config) { c.Plugins = []volumemgr.Plugin{p} })
+	pod := testPod("db", hostPathVolume("data", "/attach/ctl/disk1"))
+	f.m.AddPod(pod)
+	for range 6 { // waiting on volumesInUse: back-off 0.5, 1, 2, 2 ... s
+		f.step(2 * time.Second)
+	}
+	p.mu.Lock()
+	p.waitErr = errors.New("rpc error: code = Internal desc = no")
+	p.mu.Unlock()
+	f.m.MarkVolumesAsReportedInUse([]v1.UniqueVolumeName{"example.com/attach^/attach/ctl/disk1"})
+	f.reconcile()
+	if ev := f.events.all(); len(ev) != 1 {
+		t.Fatalf("events after the failed set-up: %q, want one FailedMount", ev)
+	}
+	p.mu.Lock()
+	p.waitErr = nil
+	p.mu.Unlock()
+	f.step(600 * time.Millisecond)
+	if got := p.calls(); got != "[data]" {
+		t.Fatalf("set-ups 600 ms after the first failure: %s, want data retried after 500 ms", got)
+	}
+}
+
 // TestVolumesInUseAfterRestart: an attachable volume found on disk at
 // start-up is named by its plugin and stays in VolumesInUse until it is
 // torn down.

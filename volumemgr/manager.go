@@ -166,6 +166,8 @@ type volumeState struct {
 	unique      v1.UniqueVolumeName
 	uniqueKnown bool
 	unattached  bool
+	// unprocessed: the last set-up failed with a ProcessError.
+	unprocessed bool
 }
 
 // New checks cfg and returns a Manager. It does no I/O: the pod directories
@@ -363,9 +365,13 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 		m.mu.Lock()
 		pending := m.unmountedLocked(pod.UID, names)
 		changed := m.changed
+		unprocessed := m.unprocessedLocked(m.actual[pod.UID], pending) // process.go
 		m.mu.Unlock()
 		if len(pending) == 0 {
 			return nil
+		}
+		if unprocessed != nil {
+			return unprocessed
 		}
 		if timer == nil { // only when there is something to wait for
 			timer = m.clock.NewTimer(m.cfg.MountTimeout)

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/nodekit/nodekit/internal/podutil"
 )
 
 // EscapePluginName turns a plugin name into its directory name, as
@@ -206,7 +208,7 @@ func podMemoryLimit(pod *v1.Pod) *resource.Quantity {
 		if !ok {
 			return nil
 		}
-		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+		if podutil.IsSidecar(&c) {
 			sidecars += q.Value()
 			continue
 		}

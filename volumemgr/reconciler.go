@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodekit/nodekit/internal/poddir"
 )
 
 const (
@@ -26,10 +28,8 @@ const (
 	maxParallelOps = 8
 )
 
-// podDirOf is ROOT/pods/UID, as syncloop.PodDir.
-func podDirOf(root string, uid types.UID) string {
-	return filepath.Join(root, "pods", string(uid))
-}
+// podDirOf is ROOT/pods/UID.
+func podDirOf(root string, uid types.UID) string { return poddir.Pod(root, uid) }
 
 // Run reconciles every reconcile period, and at once when a pod is added or
 // removed, until ctx is done; then it returns ctx.Err(). Volumes stay
@@ -179,6 +179,13 @@ func (m *Manager) run(parent context.Context, o op) {
 		m.broadcastLocked()
 		return
 	}
+	var unprocessed *ProcessError
+	if err != nil && !o.refresh && errors.As(err, &unprocessed) {
+		log.V(2).Info("Unable to process a volume; will retry", "err", err)
+		m.failUnprocessedLocked(o.vol, err) // process.go
+		m.broadcastLocked()
+		return
+	}
 	if err != nil {
 		if o.refresh {
 			log.Error(err, "Unable to refresh a volume; keeping its current content")
@@ -186,8 +193,15 @@ func (m *Manager) run(parent context.Context, o op) {
 			log.V(2).Info("Unable to set up a volume; will retry", "err", err)
 		}
 		m.events.Eventf(o.pod, v1.EventTypeWarning, "FailedMount", "%s", failedMountMessage(o.vol.name, err))
+		if o.vol.unattached || o.vol.unprocessed {
+			// The wait on the attachment (or the volume's processing) is
+			// over: the set-up's own back-off starts afresh, as
+			// upstream's mount operation follows the attach verification
+			// with a back-off of its own.
+			o.vol.backoff = 0
+		}
 		m.failLocked(o.vol, err)
-		o.vol.unattached = false
+		o.vol.unattached, o.vol.unprocessed = false, false
 		if o.vol.setUp {
 			o.vol.refreshAt = o.vol.retryAt
 		}
@@ -199,7 +213,7 @@ func (m *Manager) run(parent context.Context, o op) {
 	if !v.setUp {
 		log.V(2).Info("Volume set up")
 	}
-	v.setUp, v.err, v.backoff, v.retryAt, v.unattached = true, nil, 0, time.Time{}, false
+	v.setUp, v.err, v.backoff, v.retryAt, v.unattached, v.unprocessed = true, nil, 0, time.Time{}, false, false
 	v.path, v.readOnly, v.refresh, v.device, v.relabel = res.Path, res.ReadOnly, res.Refresh, res.Device, res.SELinuxRelabel
 	if v.path == "" {
 		v.path = v.dir

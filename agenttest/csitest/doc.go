@@ -17,13 +17,15 @@
 // file and loop device; NodeGetVolumeStats reports statfs of the path
 // with the used bytes and inodes of the volume's tree (a block volume:
 // its file's size as the total bytes). Every call is appended to STATE/calls.log
-// ("RPC VOLUME PATH"), the secrets a stage or publish call carried to
+// ("RPC VOLUME PATH") and, after the time it came in, to
+// STATE/calls_timed.log (Process.TimedCalls, for retry spacing), the secrets a stage or publish call carried to
 // STATE/secrets.log ("RPC VOLUME K=V,..."), each publish's volume context
 // to STATE/context.log (with volume_mount_group=G when given; with
 // -volume-mount-group the driver advertises VOLUME_MOUNT_GROUP and chgrps
 // the target), and a line "RPC CODE" in STATE/fail makes that RPC
 // fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
-// line is removed. With a registry dir it also serves the kubelet
+// line is removed; "RPC CODE VOLUME" fails that volume's calls only
+// (Process.FailVolume). With a registry dir it also serves the kubelet
 // plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar
 // does for a real driver.
 //
@@ -31,7 +33,9 @@
 // attachmentMetadata) is logged to STATE/publish_context.log, and each
 // one whose mount capability carried mount flags (an SELinux mount's
 // context="LABEL") to STATE/mount_flags.log ("RPC VOLUME FLAG ...",
-// Process.MountFlags); the driver applies none of them.
+// Process.MountFlags); the driver applies none of them. The access mode
+// of each stage and publish is logged to STATE/access_mode.log ("RPC
+// VOLUME MODE", Process.AccessModes).
 //
 // Build and Start (start.go) build the command with `go build` and run it
 // from tests; Calls, Secrets, PublishContexts and Fail read and write the

@@ -43,6 +43,9 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 	if err := s.logMountFlags("NodeStageVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
+	if err := s.logAccessMode("NodeStageVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
 	if r.GetVolumeCapability().GetBlock() != nil {
 		if _, err := s.attachBlock(r.GetVolumeId()); err != nil { // block.go
 			return nil, err
@@ -93,6 +96,9 @@ func (s *Server) NodePublishVolume(_ context.Context, r *csipb.NodePublishVolume
 		return nil, err
 	}
 	if err := s.logMountFlags("NodePublishVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	if err := s.logAccessMode("NodePublishVolume", r.GetVolumeId(), r.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
 	ctxLog := maps.Clone(r.GetVolumeContext())

@@ -11,10 +11,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 )
 
 // Config describes a driver.
@@ -41,6 +43,8 @@ type Config struct {
 	// BlockSize is the size of a new block volume's file; 0 means
 	// DefaultBlockSize.
 	BlockSize int64
+	// Clock stamps TimedCallLogFile's lines; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // DefaultBlockSize is the size of a block volume's file unless
@@ -63,6 +67,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "volumes"), 0o750); err != nil {
 		return nil, err
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	return &Server{cfg: cfg}, nil
 }
 
@@ -71,6 +78,10 @@ func NewServer(cfg Config) (*Server, error) {
 const (
 	CallLogFile = "calls.log"
 	FailFile    = "fail"
+	// TimedCallLogFile has the lines of CallLogFile, each after the time
+	// the call came in (RFC 3339 with nanoseconds and a space), for
+	// tests that measure the spacing of an agent's retries.
+	TimedCallLogFile = "calls_timed.log"
 	// SecretsLogFile has a line "RPC VOLUME KEY=VALUE,..." (keys sorted)
 	// for each call that carried secrets.
 	SecretsLogFile = "secrets.log"
@@ -82,6 +93,10 @@ const (
 	// mount capability carried mount flags, e.g. upstream's
 	// context="LABEL" of an SELinux mount.
 	MountFlagsLogFile = "mount_flags.log"
+	// AccessModeLogFile has a line "RPC VOLUME MODE" (the CSI access
+	// mode's name, e.g. SINGLE_NODE_WRITER) for each NodeStageVolume and
+	// NodePublishVolume.
+	AccessModeLogFile = "access_mode.log"
 	// ExpandLogFile has a line "VOLUME PATH REQUIRED_BYTES" for each
 	// NodeExpandVolume call.
 	ExpandLogFile = "expand.log"
@@ -118,6 +133,11 @@ func (s *Server) logMap(name, rpc, volume string, m map[string]string) error {
 	return nil
 }
 
+// logAccessMode appends the access mode of a call to AccessModeLogFile.
+func (s *Server) logAccessMode(rpc, volume string, c *csipb.VolumeCapability) error {
+	return s.appendLine(AccessModeLogFile, rpc+" "+volume+" "+c.GetAccessMode().GetMode().String())
+}
+
 // logMountFlags appends the mount flags of a call to MountFlagsLogFile.
 func (s *Server) logMountFlags(rpc, volume string, c *csipb.VolumeCapability) error {
 	flags := c.GetMount().GetMountFlags()
@@ -140,21 +160,21 @@ func (s *Server) logMountFlags(rpc, volume string, c *csipb.VolumeCapability) er
 
 // enter logs the call and returns the injected failure, if any.
 func (s *Server) enter(rpc, volume, path string) error {
-	f, err := os.OpenFile(filepath.Join(s.cfg.StateDir, CallLogFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
-	if err != nil {
-		return status.Error(codes.Internal, err.Error())
+	at := s.cfg.Clock.Now().UTC().Format(time.RFC3339Nano)
+	line := fmt.Sprintf("%s %s %s", rpc, volume, path)
+	if err := s.appendLine(CallLogFile, line); err != nil { // block.go
+		return err
 	}
-	_, werr := fmt.Fprintf(f, "%s %s %s\n", rpc, volume, path)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	if err := s.appendLine(TimedCallLogFile, at+" "+line); err != nil {
+		return err
 	}
-	if werr != nil {
-		return status.Error(codes.Internal, werr.Error())
-	}
-	return s.injected(rpc)
+	return s.injected(rpc, volume)
 }
 
-func (s *Server) injected(rpc string) error {
+// injected returns the failure a line "RPC CODE [VOLUME]" of FailFile
+// injects into this call: one naming the rpc, and the volume if it names
+// one.
+func (s *Server) injected(rpc, volume string) error {
 	f, err := os.Open(filepath.Join(s.cfg.StateDir, FailFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -166,7 +186,7 @@ func (s *Server) injected(rpc string) error {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != rpc {
+		if len(fields) < 2 || fields[0] != rpc || (len(fields) > 2 && fields[2] != volume) {
 			continue
 		}
 		code := codes.Internal

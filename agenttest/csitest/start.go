@@ -163,6 +163,10 @@ func (p *Process) MountFlags() ([]string, error) { return p.lines(MountFlagsLogF
 // order.
 func (p *Process) Contexts() ([]string, error) { return p.lines(ContextLogFile) }
 
+// AccessModes returns the lines of AccessModeLogFile ("RPC VOLUME MODE"),
+// in order.
+func (p *Process) AccessModes() ([]string, error) { return p.lines(AccessModeLogFile) }
+
 // Expansions returns the lines of ExpandLogFile ("VOLUME PATH BYTES"),
 // one per NodeExpandVolume call, in order.
 func (p *Process) Expansions() ([]string, error) { return p.lines(ExpandLogFile) }
@@ -178,14 +182,49 @@ func (p *Process) lines(name string) ([]string, error) {
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n"), nil
 }
 
+// TimedCall is a line of TimedCallLogFile: when the call came in, and
+// its "RPC VOLUME PATH".
+type TimedCall struct {
+	At   time.Time
+	Call string
+}
+
+// TimedCalls returns the calls with the time each came in, in order.
+func (p *Process) TimedCalls() ([]TimedCall, error) {
+	lines, err := p.lines(TimedCallLogFile)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TimedCall, 0, len(lines))
+	for _, l := range lines {
+		at, call, _ := strings.Cut(l, " ")
+		ts, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", TimedCallLogFile, err)
+		}
+		out = append(out, TimedCall{At: ts, Call: call})
+	}
+	return out, nil
+}
+
 // Fail makes rpc fail with the gRPC code (e.g. "Internal") until
 // Recover; Recover clears every injected failure.
 func (p *Process) Fail(rpc, code string) error {
+	return p.appendFail(rpc + " " + code)
+}
+
+// FailVolume is Fail for the calls of one volume (its handle, or an
+// inline volume's ID) only.
+func (p *Process) FailVolume(rpc, code, volume string) error {
+	return p.appendFail(rpc + " " + code + " " + volume)
+}
+
+func (p *Process) appendFail(line string) error {
 	f, err := os.OpenFile(filepath.Join(p.StateDir, FailFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(f, "%s %s\n", rpc, code)
+	_, err = fmt.Fprintln(f, line)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,16 +18,11 @@ import (
 
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/agenttest/csitest"
-	"github.com/nodekit/nodekit/internal/kubeletconf"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
 // attachAgent is one agent of TestCSIAttachSideBySide with its driver.
-type attachAgent struct {
-	name, node string
-	proc       *agentProcess
-	drv        *csitest.Process
-}
+type attachAgent = csiSBSAgent
 
 // TestCSIAttachSideBySide runs TestCSIAttach's scenario on the upstream
 // kubelet v1.37.2 and on fullagent at once (each on its own node, with
@@ -42,42 +35,9 @@ type attachAgent struct {
 // after the pod is deleted, volumesInUse emptied and the
 // VolumeAttachment deleted.
 func TestCSIAttachSideBySide(t *testing.T) {
-	agenttest.SkipShort(t, "kubelet and fullagent as processes")
-	kubeletBin := findKubelet(t)
-	cp := agenttest.StartControlPlane(t, agenttest.WithControllerManager())
-	cp.SeedNamespace(t, "default")
+	cp, agents := startCSISideBySide(t, "att", "", csitest.Options{})
 	client := cp.AdminClient()
 	ctx := t.Context()
-	driverBin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents := []*attachAgent{{name: "kubelet", node: "att-kubelet"}, {name: "fullagent", node: "att-fullagent"}}
-	bins := map[string]string{"kubelet": kubeletBin, "fullagent": buildAgent(t)}
-	for _, a := range agents {
-		cri := agenttest.StartContainerd(t)
-		dir := t.TempDir()
-		agenttest.UnmountBelowOnCleanup(t, dir)
-		root := filepath.Join(dir, "root")
-		if err := os.MkdirAll(root, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		gw := cri.Gateway.String()
-		conf := kubeletconf.Common(kubeletconf.Node{
-			PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
-			CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile, HealthzAddress: gw,
-		})
-		if a.name == "kubelet" {
-			conf += kubeletconf.KubeletOnly("")
-		}
-		config := filepath.Join(dir, a.name+".yaml")
-		writeFile(t, config, conf)
-		args := append(kubeletconf.Args(cp.NodeKubeconfig(a.node), config, a.node, gw, root), "-v=2")
-		a.proc = newAgentProcess(t, bins[a.name], filepath.Join(dir, a.name+".log"), args)
-		a.proc.start()
-		a.drv = csitest.Start(t, driverBin, csitest.Options{Name: csiTestDriver, NodeID: a.node + "-id",
-			RegistryDir: filepath.Join(root, "plugins_registry")})
-	}
 	if _, err := client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -88,10 +48,6 @@ func TestCSIAttachSideBySide(t *testing.T) {
 
 	e := &env{client: client} // for createBoundClaim
 	for _, a := range agents {
-		poll(t, 120*time.Second, a.name+": CSINode lists the driver", func(ctx context.Context) (bool, error) {
-			cn, err := client.StorageV1().CSINodes().Get(ctx, a.node, metav1.GetOptions{})
-			return err == nil && len(cn.Spec.Drivers) == 1, nil
-		})
 		createBoundClaim(t, e, "claim-"+a.name, "pv-"+a.name, "vol-"+a.name)
 		pod := simplePod("att-"+a.name, v1.RestartPolicyAlways, "echo a > /data/a && sleep 3600")
 		pod.Namespace, pod.Spec.NodeName = "default", a.node

@@ -23,15 +23,10 @@ import (
 
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/agenttest/csitest"
-	"github.com/nodekit/nodekit/internal/kubeletconf"
 )
 
 // blockAgent is one agent of TestCSIBlockSideBySide.
-type blockAgent struct {
-	name, node, root string
-	env              *env
-	drv              *csitest.Process
-}
+type blockAgent = csiSBSAgent
 
 // TestCSIBlockSideBySide runs a raw block volume and an online expansion
 // on the upstream kubelet v1.37.2 and on fullagent at once (each its own
@@ -45,42 +40,9 @@ type blockAgent struct {
 // calls of the block volume, the claim's status and events after the
 // expansion, NodeExpandVolume's target, and the pods' event reasons.
 func TestCSIBlockSideBySide(t *testing.T) {
-	agenttest.SkipShort(t, "kubelet and fullagent as processes")
-	kubeletBin := findKubelet(t)
-	cp := agenttest.StartControlPlane(t, agenttest.WithControllerManager())
-	cp.SeedNamespace(t, "default")
+	cp, agents := startCSISideBySide(t, "blk", "syncFrequency: 10s\n", csitest.Options{ExpandVolume: true})
 	client := cp.AdminClient()
 	ctx := t.Context()
-	driverBin, err := csitest.Build(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	agents := []*blockAgent{{name: "kubelet", node: "blk-kubelet"}, {name: "fullagent", node: "blk-fullagent"}}
-	bins := map[string]string{"kubelet": kubeletBin, "fullagent": buildAgent(t)}
-	for _, a := range agents {
-		cri := agenttest.StartContainerd(t)
-		dir := t.TempDir()
-		agenttest.UnmountBelowOnCleanup(t, dir)
-		a.root = filepath.Join(dir, "root")
-		if err := os.MkdirAll(a.root, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		gw := cri.Gateway.String()
-		conf := kubeletconf.Common(kubeletconf.Node{
-			PodLogsDir: filepath.Join(dir, "logs"), RuntimeEndpoint: cri.Endpoint, Address: gw,
-			CgroupRoot: agenttest.CgroupRoot(t), ClientCAFile: cp.CAFile, HealthzAddress: gw, Extra: "syncFrequency: 10s\n",
-		})
-		if a.name == "kubelet" {
-			conf += kubeletconf.KubeletOnly("")
-		}
-		config := filepath.Join(dir, a.name+".yaml")
-		writeFile(t, config, conf)
-		args := append(kubeletconf.Args(cp.NodeKubeconfig(a.node), config, a.node, gw, a.root), "-v=2")
-		newAgentProcess(t, bins[a.name], filepath.Join(dir, a.name+".log"), args).start()
-		a.drv = csitest.Start(t, driverBin, csitest.Options{Name: csiTestDriver, NodeID: a.node + "-id", ExpandVolume: true,
-			RegistryDir: filepath.Join(a.root, "plugins_registry")})
-		a.env = &env{client: client, cri: cri}
-	}
 	if _, err := client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(false)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -88,10 +50,6 @@ func TestCSIBlockSideBySide(t *testing.T) {
 	got := map[string][]string{}
 	uids := map[string]types.UID{}
 	for _, a := range agents {
-		poll(t, 120*time.Second, a.name+": CSINode lists the driver", func(ctx context.Context) (bool, error) {
-			cn, err := client.StorageV1().CSINodes().Get(ctx, a.node, metav1.GetOptions{})
-			return err == nil && len(cn.Spec.Drivers) == 1, nil
-		})
 		uids[a.name] = startBlockPods(t, a)
 	}
 	for _, a := range agents {

@@ -17,29 +17,38 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/agenttest/csitest"
 )
 
-// TestCSIRestartBlockAndAttached kills fullagent with SIGKILL while two
+// TestCSIRestartBlockAndAttached kills fullagent with SIGKILL while three
 // pods run on CSI volumes of a driver whose CSIDriver says attachRequired
 // (attached by kube-controller-manager's attach/detach controller and the
-// test kit's attacher): a raw block volume in volumeDevices and a file
-// system volume. Started again on the same root, the agent restarts no
-// container, stages and publishes each running volume once more (as
-// upstream's kubelet does for the volumes it reconstructs, which it marks
-// uncertain) and no more, leaves the mount table and the loop devices as
-// they were, and the device still reads what was written before and
-// takes new writes. Deleting the pods afterwards unpublishes and unstages
-// both volumes (the block volume's upstream files removed) and the
-// controller detaches them.
+// test kit's attacher): a raw block volume in volumeDevices, a file
+// system volume, and a generic ephemeral volume with a CSI inline volume
+// beside it. While the agent is down the third pod is deleted through the
+// API server (grace period 0, as kubectl delete --force). Started again on
+// the same root, the agent restarts no container of the other two, stages
+// and publishes each of their volumes once more (as upstream's kubelet
+// does for the volumes it reconstructs, which it marks uncertain) and
+// tears none down; it unpublishes the deleted pod's inline volume,
+// unpublishes and unstages its ephemeral volume (which the controller then
+// detaches), stops its container and removes its directory; the mount
+// table (/proc/self/mountinfo under the root) is what it was but the
+// deleted pod's mounts, the loop devices are as they were, and the device
+// still reads what was written before and takes new writes. Deleting the
+// pods afterwards unpublishes and unstages both volumes (the block
+// volume's upstream files removed), the controller detaches them, and no
+// mount is left.
 func TestCSIRestartBlockAndAttached(t *testing.T) {
 	e := startProcEnvOpts(t, procEnvOptions{cp: []agenttest.ControlPlaneOption{agenttest.WithControllerManager()}})
 	e.rootDir = e.root
 	ctx := t.Context()
 	drv := e.startCSIDriver(t, csitest.Options{})
 	if _, err := e.client.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: csiTestDriver},
-		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)}}, metav1.CreateOptions{}); err != nil {
+		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), VolumeLifecycleModes: []storagev1.VolumeLifecycleMode{
+			storagev1.VolumeLifecyclePersistent, storagev1.VolumeLifecycleEphemeral}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	csitest.StartAttacher(t, e.client, csitest.AttacherConfig{Driver: csiTestDriver, Metadata: map[string]string{"devicePath": "/dev/nodekit0"}})
@@ -66,15 +75,25 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 	ap.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "rs-att-claim"}}}}
 	ap.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	e.createPod(t, ap)
+	eph := restartEphemeralPod(t, e)
 	before := map[string]*v1.Pod{}
 	for _, name := range []string{"rs-block", "rs-att"} {
 		before[name] = e.waitPod(t, name, 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	}
+	eph = e.waitPod(t, eph.Name, 120*time.Second, "Running", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
 	e.exec(t, before["rs-block"], "app", "sh", "-c", "echo before-restart | dd of=/dev/xvda bs=512 count=1 conv=sync,fsync 2>/dev/null")
-	mountsBefore, loopsBefore := rootMounts(t, e.root), loopBackingFiles(t)
+	mountsBefore, loopsBefore := rootMounts(t, e.root), loopsUnder(t, e.root, drv.StateDir)
 	callsBefore := driverCalls(t, drv)
+	ephStaging := callPath(t, callsBefore, "NodeStageVolume vol-rs-eph ")
 
 	e.agent.kill()
+	if err := e.client.CoreV1().Pods("default").Delete(ctx, eph.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "pod rs-eph gone from the API server while the agent is down", func(ctx context.Context) (bool, error) {
+		_, err := e.client.CoreV1().Pods("default").Get(ctx, eph.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 	restarted := time.Now()
 	e.agent.start()
 	// Upstream's count: once at the start, once for the reconstruction.
@@ -94,6 +113,8 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 		return true, nil
 	})
 	t.Logf("volumes set up again %v after the restart", time.Since(restarted).Round(time.Millisecond))
+	checkDeletedWhileDown(t, e, drv, eph)
+	t.Logf("the pod deleted while the agent was down cleaned up %v after the restart", time.Since(restarted).Round(time.Millisecond))
 	time.Sleep(5 * time.Second) // room for any further (unwanted) call
 	calls := driverCalls(t, drv)
 	for c, n := range want {
@@ -102,7 +123,8 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 		}
 	}
 	for _, c := range calls[len(callsBefore):] {
-		if strings.HasPrefix(c, "NodeUnpublishVolume") || strings.HasPrefix(c, "NodeUnstageVolume") {
+		if (strings.HasPrefix(c, "NodeUnpublishVolume") || strings.HasPrefix(c, "NodeUnstageVolume")) && !strings.Contains(c, string(eph.UID)) &&
+			!strings.HasPrefix(c, "NodeUnstageVolume vol-rs-eph ") {
 			t.Errorf("a running pod's volume torn down after the restart: %s", c)
 		}
 	}
@@ -113,10 +135,16 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 			t.Errorf("%s: container %+v after the restart, was %s with no restart", name, ca, cb.ContainerID)
 		}
 	}
-	if got := rootMounts(t, e.root); !slices.Equal(got, mountsBefore) {
-		t.Errorf("mounts under the root after the restart:\n%s\nbefore:\n%s", strings.Join(got, "\n"), strings.Join(mountsBefore, "\n"))
+	survivors := slices.DeleteFunc(slices.Clone(mountsBefore), func(m string) bool {
+		return strings.Contains(m, "/pods/"+string(eph.UID)+"/") || strings.Contains(m, " "+ephStaging+" ")
+	})
+	if n := countContaining(mountsBefore, "/pods/"+string(eph.UID)+"/volumes/kubernetes.io~csi/") + countContaining(mountsBefore, " "+ephStaging+" "); n != 3 {
+		t.Errorf("CSI mounts of the deleted pod before the restart: %d, want 3 (staging, two publish targets):\n%s", n, strings.Join(mountsBefore, "\n"))
 	}
-	if got := loopBackingFiles(t); !slices.Equal(sorted(got), sorted(loopsBefore)) {
+	if got := rootMounts(t, e.root); !slices.Equal(got, survivors) {
+		t.Errorf("mounts under the root after the restart:\n%s\nbefore, but the deleted pod's:\n%s", strings.Join(got, "\n"), strings.Join(survivors, "\n"))
+	}
+	if got := loopsUnder(t, e.root, drv.StateDir); !slices.Equal(got, loopsBefore) {
 		t.Errorf("loop devices after the restart %q, before %q", got, loopsBefore)
 	}
 	if got := strings.TrimRight(e.exec(t, before["rs-block"], "app", "sh", "-c", "dd if=/dev/xvda bs=512 count=1 2>/dev/null | head -n 1"), "\x00\n"); got != "before-restart" {
@@ -164,16 +192,98 @@ func TestCSIRestartBlockAndAttached(t *testing.T) {
 	}
 }
 
-// rootMounts returns the mount points under root, sorted.
+// rootMounts returns the mounts whose mount point is under root, from
+// /proc/self/mountinfo, each as its line without the mount and parent IDs
+// ("MAJOR:MINOR ROOT MOUNT-POINT OPTIONS ... - FSTYPE SOURCE SUPER"), so a
+// mount made again, or another on top, shows; sorted.
 func rootMounts(t *testing.T, root string) []string {
 	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	for _, l := range strings.Split(mounts(t), "\n") {
-		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], root+"/") {
-			out = append(out, f[1])
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], root+"/") {
+			out = append(out, strings.Join(f[2:], " "))
 		}
 	}
 	return sorted(out)
+}
+
+// restartEphemeralPod creates the pod rs-eph: a generic ephemeral volume
+// (its claim bound ahead to the static PV pv-rs-eph) and a CSI inline
+// volume.
+func restartEphemeralPod(t *testing.T, e *procEnv) *v1.Pod {
+	t.Helper()
+	createPV(t, e.env, "pv-rs-eph", "vol-rs-eph", "static", func(pv *v1.PersistentVolume) {
+		pv.Spec.ClaimRef = &v1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: "default", Name: "rs-eph-scratch"}
+	})
+	p := simplePod("rs-eph", v1.RestartPolicyAlways, "echo e > /scratch/e && echo i > /inline/i && sleep 3600")
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
+	p.Spec.Volumes = []v1.Volume{
+		{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &v1.PersistentVolumeClaimTemplate{Spec: claimSpec("static")}}}},
+		{Name: "inline", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: csiTestDriver}}},
+	}
+	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}, {Name: "inline", MountPath: "/inline"}}
+	e.createPod(t, p)
+	return p
+}
+
+// checkDeletedWhileDown checks that the restarted agent cleaned up the pod
+// deleted while it was down: its inline volume unpublished, its ephemeral
+// volume unpublished and unstaged (each once), no mount left under its
+// directory, its container stopped, its directory removed, and its
+// volume detached by the controller.
+func checkDeletedWhileDown(t *testing.T, e *procEnv, drv *csitest.Process, eph *v1.Pod) {
+	t.Helper()
+	inline := inlineHandle(eph.UID, "inline")
+	for _, c := range []string{"NodeUnpublishVolume " + inline + " ", "NodeUnpublishVolume vol-rs-eph ", "NodeUnstageVolume vol-rs-eph "} {
+		waitCall(t, drv, c)
+	}
+	e.waitRuntime(t, eph.UID, 60*time.Second, "the deleted pod's container stopped", func(p *nodekit.Pod) bool { return running(p)["app"] == "" })
+	poll(t, 60*time.Second, "the deleted pod's directory removed", func(context.Context) (bool, error) {
+		_, err := os.Stat(filepath.Join(e.root, "pods", string(eph.UID)))
+		return os.IsNotExist(err), nil
+	})
+	if left := mountsOf(t, eph.UID); len(left) > 0 {
+		t.Errorf("mounts left of the pod deleted while the agent was down: %q", left)
+	}
+	calls := driverCalls(t, drv)
+	for _, c := range []string{"NodeUnpublishVolume " + inline + " ", "NodeUnpublishVolume vol-rs-eph ", "NodeUnstageVolume vol-rs-eph "} {
+		if n := countPrefix(calls, c); n != 1 {
+			t.Errorf("%q: %d calls, want 1", c, n)
+		}
+	}
+	va := fmt.Sprintf("csi-%x", sha256.Sum256([]byte("vol-rs-eph"+csiTestDriver+testNode)))
+	poll(t, 90*time.Second, "VolumeAttachment of vol-rs-eph deleted (detached)", func(ctx context.Context) (bool, error) {
+		_, err := e.client.StorageV1().VolumeAttachments().Get(ctx, va, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// callPath returns the path of the first call starting with prefix.
+func callPath(t *testing.T, calls []string, prefix string) string {
+	t.Helper()
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			f := strings.Fields(c)
+			return f[len(f)-1]
+		}
+	}
+	t.Fatalf("no driver call %q in %q", prefix, calls)
+	return ""
+}
+
+func countContaining(lines []string, part string) int {
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, part) {
+			n++
+		}
+	}
+	return n
 }
 
 func driverCalls(t *testing.T, drv *csitest.Process) []string {

@@ -207,7 +207,7 @@ func (p *Plugin) stageBlock(ctx context.Context, c *nodeClient, src *source, sta
 		Secrets: secrets, PublishContext: publishContext,
 	})
 	if err != nil {
-		return fmt.Errorf("MapVolume.SetUpDevice failed for volume %q: %w", src.pv.Name, err)
+		return &volumemgr.StepError{Step: "MapVolume.SetUpDevice", Volume: src.pv.Name, Err: err}
 	}
 	return nil
 }

@@ -167,23 +167,30 @@ func TestBlockReadOnlyDevice(t *testing.T) {
 }
 
 // TestVolumeModeMismatch: a Block PV in volumeMounts and a Filesystem PV
-// in volumeDevices fail with upstream's messages, before any driver call.
+// in volumeDevices fail with upstream's messages, among the volumes
+// WaitForAttachAndMount could not process (no FailedMount event of the
+// reconciler), before any driver call.
 func TestVolumeModeMismatch(t *testing.T) {
 	bpvc, bpv := blockClaim("block-claim", "pv-b", "vol-b")
 	fpvc, fpv := boundClaim("default", "fs-claim", "pv-f", "vol-f")
 	e := newEnv(t, bpvc, bpv, fpvc, fpv, csiDriver(storagev1.VolumeLifecyclePersistent))
 	ev := &events{}
 	m := e.manager(testingclock.NewFakeClock(time.Now()), ev)
-	m.AddPod(podWith("mounts-block", "uid-1", pvcVolume("block-claim")))
-	m.AddPod(devicePod("devices-fs", "uid-2", pvcVolume("fs-claim")))
+	mounts := podWith("mounts-block", "uid-1", pvcVolume("block-claim"))
+	devices := devicePod("devices-fs", "uid-2", pvcVolume("fs-claim"))
+	m.AddPod(mounts)
+	m.AddPod(devices)
 	m.Reconcile(e.ctx)
-	for _, want := range []string{
-		`MountVolume.SetUp failed for volume "data" : volume data has volumeMode Block, but is specified in volumeMounts`,
-		`MountVolume.SetUp failed for volume "data" : volume data has volumeMode Filesystem, but is specified in volumeDevices`,
+	for pod, want := range map[*v1.Pod]string{
+		mounts:  `failed to process volumes=[data]: volume data has volumeMode Block, but is specified in volumeMounts`,
+		devices: `failed to process volumes=[data]: volume data has volumeMode Filesystem, but is specified in volumeDevices`,
 	} {
-		if !slices.ContainsFunc(ev.all(), func(s string) bool { return strings.HasSuffix(s, want) }) {
-			t.Errorf("events %q, want one ending %q", ev.all(), want)
+		if err := m.WaitForAttachAndMount(e.ctx, pod); err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("WaitForAttachAndMount(%s) = %v, want an error ending %q", pod.Name, err, want)
 		}
+	}
+	if got := ev.all(); len(got) != 0 {
+		t.Errorf("events %q, want none", got)
 	}
 	if got := e.calls(); len(got) != 0 {
 		t.Errorf("driver calls %q, want none", got)

@@ -101,6 +101,18 @@
 // SetUp error (no driver called), retried with back-off. Raw block
 // volumes get no context, as upstream.
 //
+// A set-up error names upstream's operation step and the volume's spec
+// name (a claim's PV, an inline volume's pod volume name) in the
+// FailedMount event, as upstream's operation generator: "MountVolume.MountDevice
+// failed for volume PV : ..." for a NodeStageVolume error,
+// "MountVolume.SetUp failed ..." for NodePublishVolume and the rest
+// (MapVolume.SetUpDevice and MapVolume.MapPodDevice for a block volume).
+// The volume capability's access mode is that of the PV's first access
+// mode (ReadWriteOnce and ReadWriteOncePod as SINGLE_NODE_WRITER), as
+// upstream maps it for a driver without the SINGLE_NODE_MULTI_WRITER
+// capability; unlike upstream, a driver with that capability gets the
+// same modes (not SINGLE_NODE_MULTI_WRITER / SINGLE_NODE_SINGLE_WRITER).
+//
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler) and does not attach volumes itself (upstream's kubelet does
 // with enableControllerAttachDetach false, which nodekit refuses). A

@@ -206,6 +206,7 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	if err != nil {
 		return nil, err
 	}
+	defer nameStep(&err, src, req.Volume.Name)
 	defer p.cfg.Metrics.operation(src.driver, operationName(src.block, "volume_mount", "map_volume"))(&err)
 	pol, err := p.policy(ctx, src)
 	if err != nil {
@@ -236,15 +237,39 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	return p.setUpMount(ctx, c, req, src, pol, data, publishContext)
 }
 
+// nameStep makes a set-up error name upstream's operation step and the
+// volume as upstream's volume spec names it (a claim's PV, an inline
+// volume's pod volume name) in the FailedMount event:
+// MountVolume.SetUp, or MapVolume.MapPodDevice for a block volume, unless
+// the error names its step already (staging's MountVolume.MountDevice or
+// MapVolume.SetUpDevice, WaitForAttach); a PendingError is left as it is.
+func nameStep(err *error, src *source, podVolume string) {
+	var se *volumemgr.StepError
+	var pe *volumemgr.PendingError
+	if *err == nil || errors.As(*err, &se) || errors.As(*err, &pe) {
+		return
+	}
+	step := "MountVolume.SetUp"
+	if src.block {
+		step = "MapVolume.MapPodDevice"
+	}
+	*err = &volumemgr.StepError{Step: step, Volume: src.specName(podVolume), Err: *err}
+}
+
+// specName is upstream's volume spec name of the volume: its PV's name,
+// else the pod volume's.
+func (s *source) specName(podVolume string) string {
+	if s.pv != nil {
+		return s.pv.Name
+	}
+	return podVolume
+}
+
 // volumeData is what SetUp writes to the volume's vol_data.json: its spec
 // name, handle, driver, node, lifecycle and VolumeAttachment name.
 func (p *Plugin) volumeData(req *volumemgr.SetUpRequest, src *source) map[string]string {
-	specName := req.Volume.Name
-	if src.pv != nil {
-		specName = src.pv.Name
-	}
 	return map[string]string{
-		keySpecName: specName, keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
+		keySpecName: src.specName(req.Volume.Name), keyHandle: src.handle, keyDriver: src.driver, keyNode: string(p.cfg.NodeName),
 		keyLifecycle: string(src.lifecycle), keyAttach: attachmentName(src.handle, src.driver, string(p.cfg.NodeName)),
 	}
 }
@@ -376,7 +401,7 @@ func (p *Plugin) stage(ctx context.Context, c *nodeClient, src *source, capabili
 		Secrets: secrets, PublishContext: publishContext,
 	})
 	if err != nil {
-		return "", fmt.Errorf("MountDevice failed for volume %q: %w", data[keySpecName], err)
+		return "", &volumemgr.StepError{Step: "MountVolume.MountDevice", Volume: data[keySpecName], Err: err}
 	}
 	p.setPublished(dir, true)
 	return dir, nil

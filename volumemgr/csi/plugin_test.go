@@ -138,7 +138,7 @@ func TestPublishFailureEventAndRetry(t *testing.T) {
 	pod := podWith("p", "uid-1", pvcVolume("claim"))
 	m.AddPod(pod)
 	m.Reconcile(e.ctx)
-	want := `Warning FailedMount MountVolume.SetUp failed for volume "data" : rpc error: code = Internal desc = injected failure of NodePublishVolume`
+	want := `Warning FailedMount MountVolume.SetUp failed for volume "pv-1" : rpc error: code = Internal desc = injected failure of NodePublishVolume`
 	if got := ev.all(); !slices.Equal(got, []string{want}) {
 		t.Errorf("events %q, want %q", got, want)
 	}
@@ -164,6 +164,26 @@ func TestPublishFailureEventAndRetry(t *testing.T) {
 	}
 	if got := e.calls(); len(got) != 3 || !strings.HasPrefix(got[2], "NodePublishVolume") {
 		t.Errorf("retry calls %v, want the staged volume only published again", got)
+	}
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+}
+
+// TestStageFailureEvent: a failed NodeStageVolume is upstream's
+// MountDevice step of the claim's PV in the FailedMount event.
+func TestStageFailureEvent(t *testing.T) {
+	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+	e := newEnv(t, pvc, pv, csiDriver(storagev1.VolumeLifecyclePersistent))
+	ev := &events{}
+	m := e.manager(testingclock.NewFakeClock(time.Now()), ev)
+	if err := e.drv.Fail("NodeStageVolume", "Internal"); err != nil {
+		t.Fatal(err)
+	}
+	m.AddPod(podWith("p", "uid-1", pvcVolume("claim")))
+	m.Reconcile(e.ctx)
+	want := `Warning FailedMount MountVolume.MountDevice failed for volume "pv-1" : rpc error: code = Internal desc = injected failure of NodeStageVolume`
+	if got := ev.all(); !slices.Equal(got, []string{want}) {
+		t.Errorf("events %q, want %q", got, want)
 	}
 	m.RemovePod("uid-1")
 	m.Reconcile(e.ctx)

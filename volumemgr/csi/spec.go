@@ -41,8 +41,18 @@ type source struct {
 }
 
 // resolve turns a persistentVolumeClaim, ephemeral or csi pod volume into
-// a source, with upstream's errors for unbound or foreign claims.
+// a source, with upstream's errors for unbound or foreign claims; they are
+// volumemgr.ProcessErrors, as upstream meets them in its desired-state
+// populator, before any set-up.
 func (p *Plugin) resolve(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
+	src, err := p.resolveSource(ctx, pod, vol)
+	if err != nil {
+		return nil, &volumemgr.ProcessError{Err: err}
+	}
+	return src, nil
+}
+
+func (p *Plugin) resolveSource(ctx context.Context, pod *v1.Pod, vol *v1.Volume) (*source, error) {
 	if vol.CSI != nil {
 		if err := volumeModeMismatch(pod, vol.Name, false); err != nil {
 			return nil, err
@@ -167,16 +177,23 @@ func (p *Plugin) boundVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim)
 	return pv, nil
 }
 
-// accessMode maps a PV's access modes to the CSI one, as upstream for a
-// driver without SINGLE_NODE_MULTI_WRITER.
+// accessMode maps a PV's access modes to the CSI one as upstream does for
+// a driver without SINGLE_NODE_MULTI_WRITER: the first of them counts
+// (ReadWriteOnce when there is none), ReadWriteOncePod as ReadWriteOnce.
 func accessMode(modes []v1.PersistentVolumeAccessMode) csipb.VolumeCapability_AccessMode_Mode {
-	switch {
-	case slices.Contains(modes, v1.ReadWriteMany):
-		return csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
-	case slices.Contains(modes, v1.ReadOnlyMany) && !slices.Contains(modes, v1.ReadWriteOnce):
-		return csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	mode := v1.ReadWriteOnce
+	if len(modes) > 0 {
+		mode = modes[0]
 	}
-	return csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	switch mode {
+	case v1.ReadWriteOnce, v1.ReadWriteOncePod:
+		return csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	case v1.ReadOnlyMany:
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	case v1.ReadWriteMany:
+		return csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+	}
+	return csipb.VolumeCapability_AccessMode_UNKNOWN
 }
 
 // driverPolicy is what the CSIDriver object says, with upstream's defaults

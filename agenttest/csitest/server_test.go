@@ -1,0 +1,62 @@
+package csitest
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// A fail line naming a volume fails that volume's calls only; every call
+// is logged with the time it came in.
+func TestFailVolumeAndTimedCalls(t *testing.T) {
+	dir := t.TempDir()
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC))
+	s, err := NewServer(Config{Name: "d", NodeID: "n", StateDir: dir, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{StateDir: dir}
+	if err := p.FailVolume("NodePublishVolume", "Internal", "vol-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Fail("NodeUnstageVolume", "Unavailable"); err != nil {
+		t.Fatal(err)
+	}
+	err = s.enter("NodePublishVolume", "vol-a", "/a")
+	if status.Code(err) != codes.Internal {
+		t.Errorf("publish of vol-a: %v, want Internal", err)
+	}
+	clk.SetTime(clk.Now().Add(1500 * time.Millisecond))
+	if err := s.enter("NodePublishVolume", "vol-b", "/b"); err != nil {
+		t.Errorf("publish of vol-b: %v, want no failure", err)
+	}
+	if err := s.enter("NodeUnstageVolume", "vol-b", "/s"); status.Code(err) != codes.Unavailable {
+		t.Errorf("unstage of vol-b: %v, want Unavailable (a line naming no volume)", err)
+	}
+	if err := p.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.enter("NodePublishVolume", "vol-a", "/a"); err != nil {
+		t.Errorf("publish of vol-a after Recover: %v", err)
+	}
+	calls, err := p.TimedCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 4 || calls[1].Call != "NodePublishVolume vol-b /b" || calls[1].At.Sub(calls[0].At) != 1500*time.Millisecond {
+		t.Errorf("timed calls %+v", calls)
+	}
+	plain, err := p.Calls()
+	if err != nil || !slices.Equal(plain, []string{"NodePublishVolume vol-a /a", "NodePublishVolume vol-b /b", "NodeUnstageVolume vol-b /s", "NodePublishVolume vol-a /a"}) {
+		t.Errorf("calls %q, %v", plain, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FailFile)); !os.IsNotExist(err) {
+		t.Errorf("fail file after Recover: %v", err)
+	}
+}
