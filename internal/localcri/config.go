@@ -78,8 +78,8 @@ type Config struct {
 type layout struct {
 	dir, root, state, socket, ttrpc, config, logs, logFile    string
 	cniConfDir, cniIPAMDir, runcRoot, opt, pidFile, stateFile string
-	registries                                                string // hosts.toml per registry
-	cdi                                                       string // CDI spec files (containerd 2)
+	registries                                                string   // hosts.toml per registry
+	cdi                                                       string   // CDI spec files (containerd 2)
 	cdiMore                                                   []string // Config.CDIDirs
 }
 
