@@ -31,11 +31,11 @@ func TestDRASpecSet(t *testing.T) {
 			t.Errorf("report name %q", name)
 		}
 	}
-	for _, f := range []string{"DRA && ", "!Alpha", "!BetaOffByDefault", "!/^Feature:OffByDefault$/", "!Flaky", "!Disruptive", "!Serial"} {
+	for _, f := range []string{"DRA && sig-node && ", "!Alpha", "!BetaOffByDefault", "!/^Feature:OffByDefault$/", "!Flaky", "!Disruptive", "!Serial"} {
 		if !strings.Contains(draFilter, f) {
 			t.Errorf("draFilter %q lacks %q", draFilter, f)
 		}
-		if want := strings.Replace(f, "!Serial", "Serial", 1); !strings.Contains(draSerialFilter, want) {
+		if want := strings.Replace(f, "!Serial", "&& Serial", 1); !strings.Contains(draSerialFilter, want) {
 			t.Errorf("draSerialFilter %q lacks %q", draSerialFilter, want)
 		}
 	}
