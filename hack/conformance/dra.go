@@ -23,6 +23,22 @@ func checkDRA(set, containerd string) error {
 	return nil
 }
 
+// draRuntimeConfig are the API versions upstream's DRA e2e cluster serves
+// besides the default ones (test/e2e/dra/kind.yaml's runtimeConfig): the
+// "with v1beta1 API" and "with v1beta2 API" specs create their objects in
+// those versions of resource.k8s.io, which kube-apiserver v1.37 does not
+// serve by default.
+const draRuntimeConfig = "--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true," +
+	"resource.k8s.io/v1beta2=true,scheduling.k8s.io/v1beta1=true"
+
+// apiServerArgs are the kube-apiserver flags a spec set adds to localcp's.
+func apiServerArgs(set string) []string {
+	if isDRA(set) {
+		return []string{draRuntimeConfig}
+	}
+	return nil
+}
+
 // draE2EArgs are the e2e.test flags the DRA specs need. The test driver
 // runs in e2e.test and reaches the node through a proxy pod whose hostPath
 // mounts are the agent's ROOT/plugins/DRIVER and ROOT/plugins_registry, so

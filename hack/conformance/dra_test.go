@@ -52,6 +52,12 @@ func TestDRASpecSet(t *testing.T) {
 	if !needsRegistry("serial") || !needsRegistry("serial-features") {
 		t.Error("the Serial NodeConformance sets need the registry")
 	}
+	if got := apiServerArgs("dra"); len(got) != 1 || !strings.Contains(got[0], "resource.k8s.io/v1beta1=true") || !strings.Contains(got[0], "resource.k8s.io/v1beta2=true") {
+		t.Errorf("apiServerArgs(dra) = %q, want the beta resource.k8s.io versions on", got)
+	}
+	if got := apiServerArgs(""); got != nil {
+		t.Errorf("apiServerArgs of the default set = %q, want none", got)
+	}
 	if err := checkDRA("dra", "1.6"); err == nil || !strings.Contains(err.Error(), "CDI") {
 		t.Errorf("--dra on containerd 1.6: %v, want a refusal naming CDI", err)
 	}

@@ -163,7 +163,8 @@ func (h *harness) start(path string, args ...string) error {
 // startCluster starts etcd + kube-apiserver, the controller manager and
 // the scheduler.
 func (h *harness) startCluster(ctx context.Context) error {
-	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(h.dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr})
+	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(h.dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr,
+		APIServerArgs: apiServerArgs(h.set)})
 	if err != nil {
 		return err
 	}
