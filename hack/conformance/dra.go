@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/localcri"
 )
 
@@ -46,4 +49,32 @@ func apiServerArgs(set string) []string {
 // /var/lib/kubelet).
 func (h *harness) draE2EArgs() []string {
 	return []string{"--kubelet-root-dir=" + h.agentRoot}
+}
+
+// makeAgentRoot makes the agent's --root-dir: root/root, or for a DRA set
+// a directory with a path no longer than upstream's /var/lib/kubelet
+// allows for. A DRA driver's socket is ROOT/plugins/DRIVER/dra-POD_UID.sock
+// (k8s.io/dynamic-resource-allocation/kubeletplugin with rolling updates,
+// no shorter fallback), and unix socket paths end at 107 bytes: the
+// "rolling update with long driver name" spec's driver
+// gpu.dra-example-driver.sigs.k8s.io leaves 18 bytes for ROOT, where
+// /tmp/nkconf-N/agent/root has up to 33. The directory, /run/nkN (at most
+// 17 bytes), is unmounted below and removed when the run ends, after the
+// agent has stopped.
+func (h *harness) makeAgentRoot(root string) (string, error) {
+	if !isDRA(h.set) {
+		return filepath.Join(root, "root"), nil
+	}
+	dir, err := os.MkdirTemp("/run", "nk")
+	if err != nil {
+		return "", fmt.Errorf("agent root dir: %w", err)
+	}
+	h.onCleanup(func() {
+		h.stopProcs() // the agent first: its pods' volumes are mounted below dir
+		if _, err := fsutil.UnmountBelow(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance:", err)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir, nil
 }

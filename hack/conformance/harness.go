@@ -224,8 +224,10 @@ func (h *harness) startNode(ctx context.Context) error {
 		return err
 	}
 	root := filepath.Join(h.dir, "agent")
-	h.agentRoot = filepath.Join(root, "root") // startAgent's --root-dir
-	if err := startAgent(h.o.agent, h.bin, root, nodeKubeconfig, h.cp.CAFile, cri, cgRoot.Name, h.start); err != nil {
+	if h.agentRoot, err = h.makeAgentRoot(root); err != nil {
+		return err
+	}
+	if err := startAgent(h.o.agent, h.bin, root, h.agentRoot, nodeKubeconfig, h.cp.CAFile, cri, cgRoot.Name, h.start); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(h.cp.Admin)

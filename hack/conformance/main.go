@@ -129,8 +129,9 @@ func main() {
 }
 
 // startAgent starts fullagent (built from this checkout) or the upstream
-// kubelet as the cluster's only node.
-func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Containerd, cgroupRoot string, start func(string, ...string) error) error {
+// kubelet as the cluster's only node: its config, logs and binary in root,
+// its --root-dir rootDir.
+func startAgent(agent, bin, root, rootDir, kubeconfig, caFile string, cri *localcri.Containerd, cgroupRoot string, start func(string, ...string) error) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
@@ -143,7 +144,7 @@ func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Conta
 	if err := os.WriteFile(cfg, []byte(common), 0o644); err != nil {
 		return err
 	}
-	args := kubeletconf.Args(kubeconfig, cfg, nodeName, cri.Gateway.String(), filepath.Join(root, "root"))
+	args := kubeletconf.Args(kubeconfig, cfg, nodeName, cri.Gateway.String(), rootDir)
 	if agent == "kubelet" {
 		return start(filepath.Join(bin, "kubelet"), args...)
 	}
