@@ -29,6 +29,7 @@ import (
 )
 
 func main() {
+	//nolint:forbidigo // a main makes the root context
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {

@@ -178,7 +178,7 @@ func (p *proxy) splice(a, b net.Conn) {
 		_ = a.Close()
 		_ = b.Close()
 	}
-	<-errs
+	_ = <-errs // the other direction: its end, or the error of the closed connection
 }
 
 // closeWrite shuts the write half of c where it has one.
