@@ -21,20 +21,7 @@ import (
 func TestHostpathPluginImage(t *testing.T) {
 	requireHost(t)
 	ctx := testContext(t)
-	c, err := Start(ctx, Config{Dir: shortDir(t), ConformanceImages: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	cli, err := dialCRI(c.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	_, cli := startWithCRI(ctx, t, Config{ConformanceImages: true})
 
 	plugin := shortDir(t)
 	if err := os.Chmod(plugin, 0o755); err != nil {
