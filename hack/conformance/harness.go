@@ -33,6 +33,7 @@ type harness struct {
 	bin        string  // the upstream binaries
 	out, logs  string  // the report directory and its logs/
 	dir        string  // the run's scratch directory
+	agentRoot  string  // the agent's --root-dir
 	info       runInfo // run.json, filled in as the run goes
 
 	cp       *localcp.ControlPlane
@@ -76,8 +77,11 @@ func newHarness(o options) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDRA(set, containerd); err != nil {
+		return nil, err
+	}
 	need := []string{"kube-controller-manager", "kube-scheduler", "e2e.test", "ginkgo", "kubelet"}
-	if isSerial(set) {
+	if needsRegistry(set) {
 		need = append(need, "registry")
 	}
 	for _, b := range need {
@@ -159,7 +163,8 @@ func (h *harness) start(path string, args ...string) error {
 // startCluster starts etcd + kube-apiserver, the controller manager and
 // the scheduler.
 func (h *harness) startCluster(ctx context.Context) error {
-	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(h.dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr})
+	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(h.dir, "cp"), NodeNames: []string{nodeName}, Log: os.Stderr,
+		APIServerArgs: apiServerArgs(h.set)})
 	if err != nil {
 		return err
 	}
@@ -181,7 +186,10 @@ func (h *harness) startCluster(ctx context.Context) error {
 // serial set) and the agent, and waits for the node to be Ready.
 func (h *harness) startNode(ctx context.Context) error {
 	cfg := localcri.Config{Dir: filepath.Join(h.dir, "cri"), Version: h.containerd, ConformanceImages: true}
-	if isSerial(h.set) {
+	if isDRA(h.set) {
+		cfg.CDIDirs = []string{draCDIDir}
+	}
+	if needsRegistry(h.set) {
 		if err := h.startRegistry(ctx); err != nil {
 			return err
 		}
@@ -216,7 +224,10 @@ func (h *harness) startNode(ctx context.Context) error {
 		return err
 	}
 	root := filepath.Join(h.dir, "agent")
-	if err := startAgent(h.o.agent, h.bin, root, nodeKubeconfig, h.cp.CAFile, cri, cgRoot.Name, h.start); err != nil {
+	if h.agentRoot, err = h.makeAgentRoot(root); err != nil {
+		return err
+	}
+	if err := startAgent(h.o.agent, h.bin, root, h.agentRoot, nodeKubeconfig, h.cp.CAFile, cri, cgRoot.Name, h.start); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(h.cp.Admin)
@@ -278,6 +289,9 @@ func (h *harness) runSpecs(ctx context.Context) error {
 	}
 	args = append(args, filepath.Join(h.bin, "e2e.test"), "--", "--kubeconfig="+h.cp.AdminKubeconfig,
 		"--provider=local", "--num-nodes=1", "--report-dir="+h.out, "--node-os-distro=debian")
+	if isDRA(h.set) {
+		args = append(args, h.draE2EArgs()...)
+	}
 	g := exec.CommandContext(ctx, filepath.Join(h.bin, "ginkgo"), args...)
 	g.Stdout, g.Stderr = os.Stdout, os.Stderr
 	g.Env = append(os.Environ(), "KUBECONFIG="+h.cp.AdminKubeconfig)

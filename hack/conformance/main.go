@@ -3,7 +3,7 @@
 // node is fullagent — or, with --agent=kubelet, the upstream kubelet
 // v1.37.2 on the same machine and runtime, for comparison.
 //
-//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only] [--serial] [--procs=12] [--focus=REGEX]
+//	bash hack/conformance.sh [--agent=fullagent|kubelet] [--containerd=1.6|2] [--features|--gated-only|--dra] [--serial] [--procs=12] [--focus=REGEX]
 //	go run ./hack/conformance compare DIR_A DIR_B
 //	go run ./hack/conformance table DIR...
 //	go run ./hack/conformance specs DIR
@@ -40,6 +40,10 @@
 // where the private-registry specs run agnhost's fake-registry-server in a
 // hostNetwork pod (the local agnhost image carries its /var/registry). Any
 // other registry name still resolves to a closed port on 127.0.0.1.
+//
+// --dra runs upstream's "[sig-node] DRA" specs (test/e2e/dra) of gates on
+// by default instead (report directory -dra; with --serial their Serial
+// ones, -dra-serial), on containerd 2 only: see dra.go.
 //
 // It starts etcd + kube-apiserver (internal/localcp), kube-controller-manager
 // and kube-scheduler, a private containerd with the test images
@@ -112,6 +116,7 @@ func main() {
 	flag.BoolVar(&o.features, "features", false, "also run the feature-gated specs of gates on by default in v1.37")
 	flag.BoolVar(&o.gatedOnly, "gated-only", false, "run only the feature-gated specs of gates on by default in v1.37")
 	flag.BoolVar(&o.serial, "serial", false, "run the Serial specs instead, in one process, with a local registry for their pulls")
+	flag.BoolVar(&o.dra, "dra", false, "run the [sig-node] DRA specs instead (containerd 2; with --serial their Serial ones)")
 	flag.StringVar(&o.containerd, "containerd", "", "containerd the node runs: 1.6 or 2 (default $NODEKIT_CONTAINERD, else 1.6)")
 	flag.DurationVar(&o.timeout, "timeout", 80*time.Minute, "ginkgo's limit for the whole run (a --features run takes longer than the default on 2 cores)")
 	flag.Parse()
@@ -124,8 +129,9 @@ func main() {
 }
 
 // startAgent starts fullagent (built from this checkout) or the upstream
-// kubelet as the cluster's only node.
-func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Containerd, cgroupRoot string, start func(string, ...string) error) error {
+// kubelet as the cluster's only node: its config, logs and binary in root,
+// its --root-dir rootDir.
+func startAgent(agent, bin, root, rootDir, kubeconfig, caFile string, cri *localcri.Containerd, cgroupRoot string, start func(string, ...string) error) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
@@ -138,7 +144,7 @@ func startAgent(agent, bin, root, kubeconfig, caFile string, cri *localcri.Conta
 	if err := os.WriteFile(cfg, []byte(common), 0o644); err != nil {
 		return err
 	}
-	args := kubeletconf.Args(kubeconfig, cfg, nodeName, cri.Gateway.String(), filepath.Join(root, "root"))
+	args := kubeletconf.Args(kubeconfig, cfg, nodeName, cri.Gateway.String(), rootDir)
 	if agent == "kubelet" {
 		return start(filepath.Join(bin, "kubelet"), args...)
 	}

@@ -1,7 +1,6 @@
 package localcri
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,20 +19,7 @@ import (
 func TestBusyboxShell(t *testing.T) {
 	requireHost(t)
 	ctx := testContext(t)
-	c, err := Start(ctx, Config{Dir: shortDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	}()
-	cli, err := dialCRI(c.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	c, cli := startWithCRI(ctx, t, Config{})
 	run := func(t *testing.T, s ctrSpec) (int32, string) {
 		t.Helper()
 		_, code, out := runOnce(ctx, t, c, cli, s)

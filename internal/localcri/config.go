@@ -58,9 +58,16 @@ type Config struct {
 	LocalhostRegistries []string
 	// ConformanceImages also builds and imports the images only the
 	// upstream conformance specs use (NonewprivsImage, NginxImage; see
-	// BuildConformanceImages). The nonewprivs program is compiled with
-	// the go command on the PATH.
+	// BuildConformanceImages). The nonewprivs and hostpathplugin programs
+	// are compiled with the go command on the PATH.
 	ConformanceImages bool
+	// CDIDirs are more directories containerd 2 reads CDI spec files from,
+	// after its own (Containerd.CDIDir): upstream's DRA e2e driver writes
+	// its specs to the node's /var/run/cdi, one of containerd's default
+	// cdi_spec_dirs. Absolute paths, created if missing. containerd 1.6
+	// has no CDI support (enable_cdi came with 1.7): Start refuses
+	// CDIDirs for it.
+	CDIDirs []string
 	// Systemd, when set, runs containerd in the namespaces of a systemd
 	// of the caller's own with runc's systemd cgroup driver (see
 	// Systemd). Nil: the cgroupfs driver, on the host.
@@ -71,8 +78,9 @@ type Config struct {
 type layout struct {
 	dir, root, state, socket, ttrpc, config, logs, logFile    string
 	cniConfDir, cniIPAMDir, runcRoot, opt, pidFile, stateFile string
-	registries                                                string // hosts.toml per registry
-	cdi                                                       string // CDI spec files (containerd 2)
+	registries                                                string   // hosts.toml per registry
+	cdi                                                       string   // CDI spec files (containerd 2)
+	cdiMore                                                   []string // Config.CDIDirs
 }
 
 func newLayout(dir string) layout {
@@ -99,6 +107,11 @@ func newLayout(dir string) layout {
 func (l layout) mkdirs() error {
 	for _, d := range []string{l.root, l.state, l.logs, l.cniConfDir, l.cniIPAMDir, l.runcRoot, l.opt, l.cdi} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
+			return err
+		}
+	}
+	for _, d := range l.cdiMore {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
@@ -283,7 +296,7 @@ func configValues(version string, l layout, b binaries) (map[string]string, erro
 	for k, v := range map[string]string{
 		"root": l.root, "state": l.state, "socket": l.socket, "ttrpc": l.ttrpc,
 		"cniConf": l.cniConfDir, "runcRoot": l.runcRoot, "opt": l.opt, "runc": b.runc,
-		"sandbox": SandboxImage, "cniBin": cniBinDir, "registries": l.registries, "cdi": l.cdi,
+		"sandbox": SandboxImage, "cniBin": cniBinDir, "registries": l.registries,
 	} {
 		s, err := tomlString(v)
 		if err != nil {
@@ -291,6 +304,15 @@ func configValues(version string, l layout, b binaries) (map[string]string, erro
 		}
 		q[k] = s
 	}
+	var cdi []string
+	for _, d := range append([]string{l.cdi}, l.cdiMore...) {
+		s, err := tomlString(d)
+		if err != nil {
+			return nil, err
+		}
+		cdi = append(cdi, s)
+	}
+	q["cdi"] = strings.Join(cdi, ", ")
 	var plugins []string
 	disabled := disabledPlugins()
 	if version == Containerd2 {

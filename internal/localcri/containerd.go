@@ -116,6 +116,10 @@ func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	if err := validateSystemd(cfg.Systemd); err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
+	if err := validateCDIDirs(version, cfg.CDIDirs); err != nil {
+		return nil, fmt.Errorf("start containerd: %w", err)
+	}
+	l.cdiMore = cfg.CDIDirs
 	binDir := resolveBinDir(cfg.BinDir)
 	bins, err := lookupBinaries(version, binDir)
 	if err != nil {

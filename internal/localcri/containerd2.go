@@ -125,7 +125,8 @@ func containerd2Config(q map[string]string) []byte {
 	w("    restrict_oom_score_adj = true")
 	w("    netns_mounts_under_state_dir = true")
 	w("    disable_apparmor = true")
-	// CDI devices (DRA drivers write their specs to CDIDir). CDI is always
+	// CDI devices (DRA drivers write their specs to CDIDir, or to one of
+	// Config.CDIDirs). CDI is always
 	// on in containerd 2.4 (its enable_cdi option is gone); containerd
 	// 1.6 has none (enable_cdi came with 1.7), so CRI CDI_devices are not
 	// applied there.
@@ -148,4 +149,18 @@ func containerd2Config(q map[string]string) []byte {
 	w("    stream_server_port = \"0\"")
 	w("    enable_tls_streaming = false")
 	return []byte(sb.String())
+}
+
+// validateCDIDirs checks Config.CDIDirs: absolute paths, and containerd 2,
+// the one that reads CDI specs.
+func validateCDIDirs(version string, dirs []string) error {
+	if len(dirs) > 0 && version != Containerd2 {
+		return fmt.Errorf("CDI spec dirs %q (Config.CDIDirs): containerd %s has no CDI support (enable_cdi came with containerd 1.7)", dirs, version)
+	}
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("CDI spec dir %q (Config.CDIDirs) is not an absolute path", d)
+		}
+	}
+	return nil
 }

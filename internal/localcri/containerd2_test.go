@@ -85,6 +85,16 @@ func TestContainerd2Config(t *testing.T) {
 			t.Errorf("config lacks %q:\n%s", want, s)
 		}
 	}
+	// Config.CDIDirs come after the instance's own.
+	l.cdiMore = []string{"/var/run/cdi"}
+	conf, err = containerdConfig(Containerd2, l, binaries{runc: "/r"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `cdi_spec_dirs = ["/tmp/nk-x/cdi", "/var/run/cdi"]`; !strings.Contains(string(conf), want) {
+		t.Errorf("config with CDIDirs lacks %q:\n%s", want, conf)
+	}
+	l.cdiMore = nil
 	// containerd 1.6 gets config version 2 and no v3 plugin IDs.
 	conf, err = containerdConfig(Containerd16, l, binaries{runc: "/usr/sbin/runc"}, false)
 	if err != nil {
@@ -101,6 +111,25 @@ func TestContainerd2Config(t *testing.T) {
 		}
 		if s := string(conf); !strings.Contains(s, "SystemdCgroup = true\n") || strings.Contains(s, "SystemdCgroup = false") {
 			t.Errorf("containerd %s with the systemd driver:\n%s", v, s)
+		}
+	}
+}
+
+// CDI spec dirs are for containerd 2 only, and absolute.
+func TestValidateCDIDirs(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		dirs    []string
+		ok      bool
+	}{
+		{Containerd2, nil, true},
+		{Containerd16, nil, true},
+		{Containerd2, []string{"/var/run/cdi"}, true},
+		{Containerd16, []string{"/var/run/cdi"}, false},
+		{Containerd2, []string{"var/run/cdi"}, false},
+	} {
+		if err := validateCDIDirs(c.version, c.dirs); (err == nil) != c.ok {
+			t.Errorf("validateCDIDirs(%s, %q) = %v, want ok %v", c.version, c.dirs, err, c.ok)
 		}
 	}
 }

@@ -55,6 +55,28 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
+// startWithCRI starts an instance of cfg (its Dir a shortDir) that the
+// test's cleanup stops, and dials its CRI.
+func startWithCRI(ctx context.Context, t *testing.T, cfg Config) (*Containerd, *criClient) {
+	t.Helper()
+	cfg.Dir = shortDir(t)
+	c, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	cli, err := dialCRI(c.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cli.Close)
+	return c, cli
+}
+
 func TestContainerdStartStop(t *testing.T) {
 	requireHost(t)
 	ctx := testContext(t)

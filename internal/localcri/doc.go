@@ -32,7 +32,12 @@
 // Config.BinDir and is left out, with a logged warning, without one. Like
 // upstream's agnhost image it carries bash (its /bin/sh), curl, iproute2's
 // ip and netcat, copied from this machine with the shared libraries ldd
-// names.
+// names. With Config.ConformanceImages it adds the images only upstream
+// conformance specs use: nonewprivs, nginx, and hostpathplugin, a stand-in
+// for csi-driver-host-path's hostpathplugin that serves only the proxy
+// mode the DRA e2e specs use (the program in ./hostpathplugin, built
+// static with the go command). Config.CDIDirs adds CDI spec directories
+// for containerd 2 (upstream's DRA test driver writes to /var/run/cdi).
 //
 // What it does not own or do: it installs and builds nothing (containerd,
 // runc, iptables and the CNI plugins in /usr/lib/cni must

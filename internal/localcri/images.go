@@ -78,7 +78,7 @@ func BuildImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, erro
 }
 
 // BuildConformanceImages is BuildImages plus the images only the
-// conformance specs use (ImageNonewprivs, ImageNginx).
+// conformance specs use (ImageNonewprivs, ImageNginx, ImageHostpathPlugin).
 func BuildConformanceImages(ctx context.Context, cacheDir, binDir string) ([]ImageTar, error) {
 	return buildImages(ctx, cacheDir, binDir, true)
 }

@@ -303,7 +303,9 @@ func readLayout(t *testing.T, path string) (map[string]*tar.Header, imageConfig,
 // The conformance-only images: nonewprivs' program is setuid root and
 // prints its effective uid (0 when the bit takes effect, the caller's uid
 // under no_new_privs, as the AllowPrivilegeEscalation specs read it);
-// nginx serves /usr/share/nginx/html on port 80 with the shell beside it.
+// nginx serves /usr/share/nginx/html on port 80 with the shell beside it;
+// hostpathplugin is /hostpathplugin with the busybox applets the DRA specs
+// exec.
 func TestConformanceImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: compiles a program and runs it")
@@ -332,11 +334,23 @@ func TestConformanceImages(t *testing.T) {
 			if c := cfg.Config.Entrypoint; len(c) < 3 || c[0] != "httpd" || c[2] != "-p" {
 				t.Errorf("nginx config = %+v", cfg.Config)
 			}
+		case ImageHostpathPlugin:
+			if h := files["hostpathplugin"]; h == nil || h.Mode&0o777 != 0o755 || h.Typeflag != tar.TypeReg {
+				t.Errorf("hostpathplugin: /hostpathplugin = %+v, want an executable file", h)
+			}
+			for _, a := range []string{"sh", "base64", "mkdir", "mv", "rm", "test", "sleep", "cat", "ls"} {
+				if files["bin/"+a] == nil {
+					t.Errorf("hostpathplugin: no bin/%s", a)
+				}
+			}
+			if !slices.Equal(it.Tags, []string{HostpathPluginImage}) || !slices.Equal(cfg.Config.Entrypoint, []string{"/hostpathplugin"}) {
+				t.Errorf("hostpathplugin: tags %v, config %+v", it.Tags, cfg.Config)
+			}
 		}
 		found[it.Name] = true
 	}
-	if !found[ImageNonewprivs] || !found[ImageNginx] {
-		t.Fatalf("built %v, want nonewprivs and nginx among them", found)
+	if !found[ImageNonewprivs] || !found[ImageNginx] || !found[ImageHostpathPlugin] {
+		t.Fatalf("built %v, want nonewprivs, nginx and hostpathplugin among them", found)
 	}
 
 	setpriv, err := exec.LookPath("setpriv")

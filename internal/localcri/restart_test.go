@@ -1,7 +1,6 @@
 package localcri
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -13,20 +12,7 @@ import (
 func TestContainerdRestartKeepsContainers(t *testing.T) {
 	requireHost(t)
 	ctx := testContext(t)
-	c, err := Start(ctx, Config{Dir: shortDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(context.WithoutCancel(ctx)); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	cli, err := dialCRI(c.Socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	c, cli := startWithCRI(ctx, t, Config{})
 	sbCfg := &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "sleeper", Namespace: "default", Uid: "sleeper-uid"},
 		Linux:    &runtimeapi.LinuxPodSandboxConfig{},
