@@ -60,6 +60,7 @@ func TestDRAEndToEnd(t *testing.T) {
 	})
 
 	checkPodResourcesClaim(t, e, "dra-b", claimB)
+	checkUnreservedClaimWaits(t, e, drv)
 
 	if err := e.client.CoreV1().Pods("default").Delete(ctx, "dra-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -103,6 +104,81 @@ func TestDRAEndToEnd(t *testing.T) {
 		t.Errorf("dra-c's container after the restart: %+v, want adopted (no restart)", cs)
 	}
 	checkPodResourcesClaim(t, e, "dra-c", claimC)
+}
+
+// checkUnreservedClaimWaits binds a pod to the node by nodeName, past the
+// scheduler, with a ResourceClaim nobody allocated or reserved for it, as
+// a claim allocated to no node or another node is: the agent calls no
+// driver and the pod waits with upstream's FailedPrepareDynamicResources
+// ("... is not allowed to use ResourceClaim ..."), its container never
+// created.
+func checkUnreservedClaimWaits(t *testing.T, e *procEnv, drv *dratest.Process) {
+	t.Helper()
+	ctx := t.Context()
+	claimName := "unreserved"
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claimName, Namespace: "default"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "dev", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "nodekit-test"}}},
+		}},
+	}
+	c, err := e.client.ResourceV1().ResourceClaims("default").Create(ctx, claim, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "dra-unreserved", Namespace: "default"},
+		Spec: v1.PodSpec{
+			NodeName:                      testNode,
+			TerminationGracePeriodSeconds: new(int64(0)),
+			ResourceClaims:                []v1.PodResourceClaim{{Name: "dev", ResourceClaimName: &claimName}},
+			Containers: []v1.Container{{
+				Name: "app", Image: agenttest.BusyboxImage, Command: []string{"sleep", "3600"},
+				Resources: v1.ResourceRequirements{Claims: []v1.ResourceClaim{{Name: "dev"}}},
+			}},
+		},
+	}
+	if _, err := e.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("is not allowed to use ResourceClaim %s (%s)", claimName, c.UID)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		evs, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dra-unreserved"})
+		if err != nil {
+			return false, nil
+		}
+		for _, ev := range evs.Items {
+			if ev.Reason == "FailedPrepareDynamicResources" && strings.HasPrefix(ev.Message, "Failed to prepare dynamic resources: ") && strings.Contains(ev.Message, want) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no FailedPrepareDynamicResources event saying %q for pod dra-unreserved", want)
+	}
+	got, err := e.client.CoreV1().Pods("default").Get(ctx, "dra-unreserved", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1.PodPending {
+		t.Errorf("dra-unreserved is %s, want Pending", got.Status.Phase)
+	}
+	for _, cs := range got.Status.ContainerStatuses {
+		if cs.ContainerID != "" {
+			t.Errorf("dra-unreserved's container %s was created: %+v", cs.Name, cs)
+		}
+	}
+	calls, err := drv.Calls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dratest.Count(calls, dratest.CallPrepare, c.UID); n != 0 {
+		t.Errorf("the unreserved claim was prepared %d times, want never", n)
+	}
+	if err := e.client.CoreV1().Pods("default").Delete(ctx, "dra-unreserved", metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startDRAEnv starts the agent with kube-scheduler and
