@@ -20,8 +20,8 @@ var selinuxSuites = []guestSuite{
 		mustPass: []string{"TestHostFileLabel", "TestHostSupportsLabels"}},
 	{pkg: "volumemgr", run: "^(TestSELinuxRelabel|TestSELinuxLabel|TestSELinuxLabelStable)$",
 		mustPass: []string{"TestSELinuxRelabel", "TestSELinuxLabel", "TestSELinuxLabelStable"}},
-	{pkg: "volumemgr/csi", run: "^(TestSELinuxMount|TestSELinuxNoContextMount|TestSELinuxLabelForgottenOnFailure)$",
-		mustPass: []string{"TestSELinuxMount", "TestSELinuxNoContextMount", "TestSELinuxLabelForgottenOnFailure"}},
+	{pkg: "volumemgr/csi", run: "^(TestSELinuxMount|TestSELinuxNoContextMount|TestSELinuxLabelForgottenOnFailure|TestSELinuxMountAfterRestart)$",
+		mustPass: []string{"TestSELinuxMount", "TestSELinuxNoContextMount", "TestSELinuxLabelForgottenOnFailure", "TestSELinuxMountAfterRestart"}},
 	{pkg: "criruntime", run: "^TestSELinuxRelabelMounts$", mustPass: []string{"TestSELinuxRelabelMounts"}},
 }
 

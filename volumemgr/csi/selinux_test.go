@@ -295,3 +295,55 @@ func TestSELinuxLabelForgottenOnFailure(t *testing.T) {
 	clk.Step(time.Minute)
 	m.Reconcile(e.ctx)
 }
+
+// TestSELinuxMountAfterRestart: after a restart (new plugin and manager
+// over the same root), a volume still staged with one pod's context is
+// not published for a pod with another label that comes first: upstream
+// finds the staged context in vol_data.json (its reconstructed actual
+// state) and the pod waits with upstream's message; the pod that has the
+// volume's label sets it up again. Before, the second pod was published
+// onto the mount of the first's context (its files read with the first
+// pod's label on a real host).
+func TestSELinuxMountAfterRestart(t *testing.T) {
+	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
+	drv.Spec.SELinuxMount = ptr.To(true)
+	e, host := newSELinuxEnv(t, pvc, pv, drv)
+	m1, _ := e.seLinuxManager(host)
+	p1 := labeledPod("p1", "uid-1", "s0:c1,c2")
+	e.relabels(m1, p1)
+	e.checkMount("uid-1", "pv-1", labelA)
+
+	// Restart: new plugin, new manager; the pod with the other label is
+	// added first.
+	m2, clk := e.seLinuxManager(host)
+	p2 := labeledPod("p2", "uid-2", "s0:c3,c4")
+	m2.AddPod(p2)
+	m2.Reconcile(e.ctx)
+	cctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	err := m2.WaitForAttachAndMount(cctx, p2)
+	want := `waiting for unmount of volume "kubernetes.io/csi/` + driverName + `^vol-1", because it is already mounted to a different pod with a different SELinux label`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("p2 after the restart: %v, want %q", err, want)
+	}
+	if slices.Contains(e.calls(), "NodePublishVolume vol-1 pods/uid-2/volumes/kubernetes.io~csi/pv-1/mount") {
+		t.Error("p2 was published onto the volume staged with p1's context")
+		e.checkMount("uid-2", "pv-1", labelB)
+	}
+	if ms := e.relabels(m2, p1); len(ms) != 1 {
+		t.Errorf("mounts of p1 after the restart = %+v", ms)
+	}
+	e.checkMount("uid-1", "pv-1", labelA)
+
+	// Once p1 is gone, the volume is unstaged and p2 gets its label.
+	m2.RemovePod("uid-1")
+	m2.Reconcile(e.ctx)
+	clk.Step(time.Minute)
+	if ms := e.relabels(m2, p2); len(ms) != 1 {
+		t.Errorf("mounts of p2 = %+v", ms)
+	}
+	e.checkMount("uid-2", "pv-1", labelB)
+	m2.RemovePod("uid-2")
+	m2.Reconcile(e.ctx)
+}
