@@ -159,7 +159,7 @@ type randomLevels struct {
 	n  int
 }
 
-func (*randomLevels) Enabled() bool                        { return true }
+func (*randomLevels) Enabled() bool                       { return true }
 func (*randomLevels) SupportsLabels(string) (bool, error) { return true, nil }
 func (r *randomLevels) FileLabel(opts *v1.SELinuxOptions) (string, error) {
 	l, err := selinux.Fake{}.FileLabel(opts)

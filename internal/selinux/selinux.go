@@ -1,10 +1,3 @@
-// Package selinux is the host's SELinux as the node agent's volumes see it:
-// whether SELinux is enabled, the file label a pod's or container's
-// seLinuxOptions give, and whether a mounted file system keeps labels
-// (seclabel). Host is the real one, over github.com/opencontainers/selinux
-// and /proc/self/mountinfo; Fake stands in for an SELinux host in tests.
-// The volume rules that use them (which volumes relabel, context= mounts)
-// live in volumemgr and criruntime, not here.
 package selinux
 
 import (
