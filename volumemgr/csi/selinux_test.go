@@ -56,6 +56,40 @@ func newSELinuxEnv(t *testing.T, objs ...runtime.Object) (*env, selinuxtest.Host
 	return newEnvWith(t, csitest.Options{StageTmpfs: selinuxtest.Real()}, objs...), host
 }
 
+// seLinuxMountEnv is newSELinuxEnv with the PV pv-1 (handle vol-1) bound
+// to the claim "claim", of a driver with seLinuxMount: true.
+func seLinuxMountEnv(t *testing.T) (*env, selinuxtest.Host) {
+	t.Helper()
+	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
+	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
+	drv.Spec.SELinuxMount = ptr.To(true)
+	return newSELinuxEnv(t, pvc, pv, drv)
+}
+
+// mountErr adds pod to m, reconciles once and returns what
+// WaitForAttachAndMount says of it then (without waiting).
+func (e *env) mountErr(m *volumemgr.Manager, pod *v1.Pod) error {
+	m.AddPod(pod)
+	m.Reconcile(e.ctx)
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	return m.WaitForAttachAndMount(ctx, pod)
+}
+
+// takeOver removes pod uid-1 from m and, once its back-off passed, sets
+// p2 (uid-2, labelB) up, which must then have the volume pv-1 with its
+// own label.
+func (e *env) takeOver(m *volumemgr.Manager, clk *testingclock.FakeClock, p2 *v1.Pod) {
+	e.t.Helper()
+	m.RemovePod("uid-1")
+	m.Reconcile(e.ctx)
+	clk.Step(time.Minute)
+	if ms := e.relabels(m, p2); len(ms) != 1 {
+		e.t.Errorf("mounts of p2 = %+v", ms)
+	}
+	e.checkMount("uid-2", "pv-1", labelB)
+}
+
 // checkMount checks, on the real SELinux host only, the mount of pod
 // uid's volume pv: mountinfo shows context="label" (no context at all
 // when label is ""), and a file written there reads with label (the
@@ -130,11 +164,7 @@ func readJSON(t *testing.T, path string) map[string]string {
 // container's mounts asks the runtime to relabel.
 func (e *env) relabels(m *volumemgr.Manager, pod *v1.Pod) []bool {
 	e.t.Helper()
-	m.AddPod(pod)
-	m.Reconcile(e.ctx)
-	ctx, cancel := context.WithCancel(e.ctx)
-	cancel()
-	if err := m.WaitForAttachAndMount(ctx, pod); err != nil {
+	if err := e.mountErr(m, pod); err != nil {
 		e.t.Fatal(err)
 	}
 	ms, err := m.ContainerMounts(e.ctx, pod, &pod.Spec.Containers[0])
@@ -156,10 +186,7 @@ func (e *env) relabels(m *volumemgr.Manager, pod *v1.Pod) []bool {
 // ($NODEKIT_SELINUX=host) the driver's mount has that context and the
 // files in it that label.
 func TestSELinuxMount(t *testing.T) {
-	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
-	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
-	drv.Spec.SELinuxMount = ptr.To(true)
-	e, host := newSELinuxEnv(t, pvc, pv, drv)
+	e, host := seLinuxMountEnv(t)
 	m, clk := e.seLinuxManager(host)
 	p1 := labeledPod("p1", "uid-1", "s0:c1,c2")
 	if ms := e.relabels(m, p1); !slices.Equal(ms, []bool{false}) {
@@ -178,11 +205,7 @@ func TestSELinuxMount(t *testing.T) {
 	}
 
 	p2 := labeledPod("p2", "uid-2", "s0:c3,c4")
-	m.AddPod(p2)
-	m.Reconcile(e.ctx)
-	cctx, cancel := context.WithCancel(e.ctx)
-	cancel()
-	err := m.WaitForAttachAndMount(cctx, p2)
+	err := e.mountErr(m, p2)
 	if want := `conflicting SELinux labels of volume pv-1: "` + labelA + `" and "` + labelB + `"`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("p2: %v, want %q", err, want)
 	}
@@ -191,13 +214,7 @@ func TestSELinuxMount(t *testing.T) {
 	}
 
 	// Once p1 is gone, p2's label is the volume's (at its next attempt).
-	m.RemovePod("uid-1")
-	m.Reconcile(e.ctx)
-	clk.Step(time.Minute)
-	if ms := e.relabels(m, p2); len(ms) != 1 {
-		t.Errorf("mounts of p2 = %+v", ms)
-	}
-	e.checkMount("uid-2", "pv-1", labelB)
+	e.takeOver(m, clk, p2)
 	if got := e.mountFlags(); len(got) != 4 || got[3] != `NodePublishVolume vol-1 context="`+labelB+`"` {
 		t.Errorf("mount flags after p2: %q", got)
 	}
@@ -268,10 +285,7 @@ func TestSELinuxNoContextMount(t *testing.T) {
 // publish holds no label on the volume once it is gone, so a pod with
 // another label sets it up.
 func TestSELinuxLabelForgottenOnFailure(t *testing.T) {
-	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
-	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
-	drv.Spec.SELinuxMount = ptr.To(true)
-	e, host := newSELinuxEnv(t, pvc, pv, drv)
+	e, host := seLinuxMountEnv(t)
 	m, clk := e.seLinuxManager(host)
 	if err := e.drv.Fail("NodeStageVolume", "Internal"); err != nil {
 		t.Fatal(err)
@@ -305,10 +319,7 @@ func TestSELinuxLabelForgottenOnFailure(t *testing.T) {
 // onto the mount of the first's context (its files read with the first
 // pod's label on a real host).
 func TestSELinuxMountAfterRestart(t *testing.T) {
-	pvc, pv := boundClaim("default", "claim", "pv-1", "vol-1")
-	drv := csiDriver(storagev1.VolumeLifecyclePersistent)
-	drv.Spec.SELinuxMount = ptr.To(true)
-	e, host := newSELinuxEnv(t, pvc, pv, drv)
+	e, host := seLinuxMountEnv(t)
 	m1, _ := e.seLinuxManager(host)
 	p1 := labeledPod("p1", "uid-1", "s0:c1,c2")
 	e.relabels(m1, p1)
@@ -318,11 +329,7 @@ func TestSELinuxMountAfterRestart(t *testing.T) {
 	// added first.
 	m2, clk := e.seLinuxManager(host)
 	p2 := labeledPod("p2", "uid-2", "s0:c3,c4")
-	m2.AddPod(p2)
-	m2.Reconcile(e.ctx)
-	cctx, cancel := context.WithCancel(e.ctx)
-	cancel()
-	err := m2.WaitForAttachAndMount(cctx, p2)
+	err := e.mountErr(m2, p2)
 	want := `waiting for unmount of volume "kubernetes.io/csi/` + driverName + `^vol-1", because it is already mounted to a different pod with a different SELinux label`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("p2 after the restart: %v, want %q", err, want)
@@ -337,13 +344,7 @@ func TestSELinuxMountAfterRestart(t *testing.T) {
 	e.checkMount("uid-1", "pv-1", labelA)
 
 	// Once p1 is gone, the volume is unstaged and p2 gets its label.
-	m2.RemovePod("uid-1")
-	m2.Reconcile(e.ctx)
-	clk.Step(time.Minute)
-	if ms := e.relabels(m2, p2); len(ms) != 1 {
-		t.Errorf("mounts of p2 = %+v", ms)
-	}
-	e.checkMount("uid-2", "pv-1", labelB)
+	e.takeOver(m2, clk, p2)
 	m2.RemovePod("uid-2")
 	m2.Reconcile(e.ctx)
 }
