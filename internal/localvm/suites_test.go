@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ type guestSuite struct {
 	pkg      string
 	run      string
 	mustPass []string
+	// maySkip are the tests (or subtests) that may skip when the run is
+	// strict; any other skip then fails it.
+	maySkip []string
 }
 
 // guestRun is one boot that runs suites: env is added to each suite's
@@ -32,6 +36,8 @@ type guestRun struct {
 	env        string
 	kernelArgs []string
 	preamble   string
+	// strict fails the run on any skip but a suite's maySkip.
+	strict bool
 	// commands are built on the host (go build, CGO_ENABLED=0) for tests
 	// that would build them in the guest, which has no go command: each
 	// environment variable is set to its package's binary.
@@ -108,6 +114,11 @@ func runGuestSuites(ctx context.Context, t *testing.T, r guestRun) string {
 		for _, name := range s.mustPass {
 			if !regexp.MustCompile(`(?m)^\s*--- PASS: ` + regexp.QuoteMeta(name) + ` `).Match(log) {
 				t.Errorf("%s: %s did not pass in the guest:\n%s", s.pkg, name, log)
+			}
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*--- SKIP: (\S+) `).FindAllSubmatch(log, -1) {
+			if r.strict && !slices.Contains(s.maySkip, string(m[1])) {
+				t.Errorf("%s: %s skipped in the guest:\n%s", s.pkg, m[1], log)
 			}
 		}
 	}
