@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Debian 12 guest image internal/localvm boots for the tests
-# that need a unified cgroup v2 host (this machine's own controllers are
-# bound to v1 hierarchies): _output/bin/vm/{rootfs.img,vmlinuz,initrd.img}.
+# that need a host this machine is not: a unified cgroup v2 host (this
+# machine's own controllers are bound to v1 hierarchies) and an SELinux
+# host (this one has none): _output/bin/vm/{rootfs.img,vmlinuz,initrd.img}.
 #
 # debootstrap (bookworm, minbase) from the machine's own Debian mirror
 # (the first .../debian URI in /etc/apt/sources.list*, or
@@ -9,7 +10,15 @@
 # systemd as PID 1 (its default on Debian 12 is the unified cgroup v2
 # hierarchy), D-Bus, udev, containerd 1.6, runc, the CNI plugins,
 # iptables, iproute2 and etcd, and what nodekit's tests run in the guest
-# (busybox-static, umoci, python3, curl, netcat, nsenter). The guest is
+# (busybox-static, umoci, python3, curl, netcat, nsenter); and Debian's
+# SELinux reference policy (selinux-policy-default, built into
+# /etc/selinux/default by its postinst, with policycoreutils and
+# selinux-utils, and a module declaring the container types its
+# lxc_contexts names), configured permissive. The kernel's default LSM is not
+# SELinux, so the policy is loaded only when a run asks for SELinux on
+# the kernel command line (localvm.SELinuxPermissive); other runs boot
+# as before. The files are not labeled (a permissive guest needs no
+# labels; context= mounts and seclabel do not either). The guest is
 # configured for one job: nodekit-guest.service mounts the host's
 # virtio-9p share tagged "nodekit" at /nodekit, runs /nodekit/guest.sh
 # (written by internal/localvm) and powers the machine off. No network
@@ -78,6 +87,8 @@ packages=(
   etcd-server
   # what the tests run in the guest (see hack/install-deps.sh)
   busybox-static umoci python3-minimal curl netcat-openbsd ca-certificates procps
+  # SELinux, for the runs that boot with it (localvm.SELinuxPermissive)
+  selinux-policy-default policycoreutils selinux-utils
 )
 
 echo "build-vm: building guest image $hash (debootstrap bookworm from $mirror); takes minutes"
@@ -116,6 +127,37 @@ echo '/dev/vda / ext4 rw,errors=remount-ro 0 1' >"$r/etc/fstab"
 rm -f "$r/var/lib/dbus/machine-id"
 mkdir -p "$r/etc/systemd/journald.conf.d"
 printf '[Journal]\nStorage=volatile\n' >"$r/etc/systemd/journald.conf.d/nodekit.conf"
+# SELinux, when the kernel runs it (security=selinux on its command
+# line), is permissive with Debian's reference policy: systemd loads the
+# policy at boot; nothing is denied, the files need no labels.
+if ! ls "$r"/etc/selinux/default/policy/policy.* >/dev/null 2>&1; then
+  echo "build-vm: the SELinux policy was not built in the guest: $(ls "$r/etc/selinux/default" 2>&1)" >&2
+  exit 1
+fi
+printf 'SELINUX=permissive\nSELINUXTYPE=default\nSETLOCALDEFS=0\n' >"$r/etc/selinux/config"
+# The policy's lxc_contexts names container_t, container_file_t and
+# container_ro_file_t (the labels go-selinux, and so kubelet and
+# containerd, give containers and their files), but Debian 12 builds the
+# reference policy without its container module: the kernel refuses those
+# labels (a context= mount fails with EINVAL). This module declares them,
+# as Fedora's container-selinux does; permissive needs no rules for them.
+cat >"$r/tmp/container.cil" <<'CIL'
+(type container_t)
+(roletype system_r container_t)
+(type container_file_t)
+(roletype object_r container_file_t)
+(type container_ro_file_t)
+(roletype object_r container_ro_file_t)
+CIL
+mount -t proc proc "$r/proc"
+if ! chroot "$r" semodule -n -s default -i /tmp/container.cil >"$work/semodule.log" 2>&1; then
+  umount "$r/proc"
+  cat "$work/semodule.log" >&2
+  echo "build-vm: semodule -i container.cil failed (log above)" >&2
+  exit 1
+fi
+umount "$r/proc"
+rm -f "$r/tmp/container.cil"
 
 cat >"$r/usr/local/sbin/nodekit-guest" <<'EOF'
 #!/bin/sh

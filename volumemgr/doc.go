@@ -77,8 +77,14 @@
 // nodekit.Mount.SELinuxRelabel is its plugin's SetUpResult.SELinuxRelabel
 // (upstream's Managed and SELinuxRelabel attributes: emptyDir, configMap,
 // secret, downwardAPI and projected yes; hostPath and image no), whatever
-// the host: the Runtime sends it only where SELinux is enabled. Unlike
-// upstream, the volume_manager_selinux_* metrics are not kept.
+// the host: the Runtime sends it only where SELinux is enabled. A
+// volume's label is the one first computed for the pod: upstream fixes it
+// when the volume enters its desired state, and options without a level
+// translate to random categories at each call on a real host. Unlike
+// upstream, the volume_manager_selinux_* metrics are not kept. These
+// paths run against the real host's kernel and policy, not only
+// internal/selinux's Fake, in internal/localvm's TestSELinux (an SELinux
+// guest, $NODEKIT_SELINUX=host).
 //
 // Content volumes are written atomically as upstream (a timestamped
 // directory and a ..data symlink swapped by rename, with user-visible

@@ -302,6 +302,7 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 	}
 	d.pod = pod
 	d.volumes = mountedVolumes(pod)
+	prev := d.labels
 	d.unsupported, d.labels = nil, nil
 	for name, vol := range d.volumes {
 		err := noPluginError(vol)
@@ -310,6 +311,13 @@ func (m *Manager) AddPod(pod *v1.Pod) {
 			if label, err = volumeSELinuxLabel(m.cfg.SELinux, pod, vol); label != "" {
 				if d.labels == nil {
 					d.labels = map[string]string{}
+				}
+				// The label is the one first computed for the pod's
+				// volume, as upstream fixes it when the volume enters
+				// its desired state: options without a level translate
+				// to random categories at each call on a real host.
+				if p := prev[name]; p != "" {
+					label = p
 				}
 				d.labels[name] = label
 			}

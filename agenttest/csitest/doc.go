@@ -33,7 +33,11 @@
 // attachmentMetadata) is logged to STATE/publish_context.log, and each
 // one whose mount capability carried mount flags (an SELinux mount's
 // context="LABEL") to STATE/mount_flags.log ("RPC VOLUME FLAG ...",
-// Process.MountFlags); the driver applies none of them. The access mode
+// Process.MountFlags). The driver applies none of them, unless started
+// with -stage-tmpfs (Options.StageTmpfs): NodeStageVolume then mounts a
+// tmpfs of the volume's own on the staging path with the flags as its
+// options (a real context= mount on an SELinux host; publish bind-mounts
+// it as before), and the content goes with the unstage. The access mode
 // of each stage and publish is logged to STATE/access_mode.log ("RPC
 // VOLUME MODE", Process.AccessModes).
 //

@@ -52,6 +52,12 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 		}
 		return &csipb.NodeStageVolumeResponse{}, nil
 	}
+	if s.cfg.StageTmpfs {
+		if err := mountTmpfs(r.GetStagingTargetPath(), r.GetVolumeCapability().GetMount().GetMountFlags()); err != nil {
+			return nil, err
+		}
+		return &csipb.NodeStageVolumeResponse{}, nil
+	}
 	dir := s.volumeDir(r.GetVolumeId())
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -60,6 +66,23 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 		return nil, err
 	}
 	return &csipb.NodeStageVolumeResponse{}, nil
+}
+
+// mountTmpfs mounts a new tmpfs on target with flags as its options
+// (mount(8)'s -o: context="A,B" keeps its quotes, the kernel's SELinux
+// option parser takes them), unless target is a mount point already.
+func mountTmpfs(target string, flags []string) error {
+	mounted, err := isMountPoint(target)
+	if err != nil {
+		return status.Error(codes.Internal, err.Error())
+	}
+	if mounted {
+		return nil
+	}
+	if err := unix.Mount("csitest", target, "tmpfs", 0, strings.Join(flags, ",")); err != nil {
+		return status.Errorf(codes.Internal, "mount tmpfs on %s with %q: %v", target, flags, err)
+	}
+	return nil
 }
 
 // NodeUnstageVolume unmounts the staging path.

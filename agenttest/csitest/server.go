@@ -45,6 +45,12 @@ type Config struct {
 	BlockSize int64
 	// Clock stamps TimedCallLogFile's lines; nil means the real clock.
 	Clock clock.PassiveClock
+	// StageTmpfs stages a file system volume on a tmpfs of its own,
+	// mounted with the capability's mount flags as its options (an
+	// SELinux context="LABEL" is then a real context mount), instead of
+	// bind-mounting the volume's directory; its content goes with the
+	// unstage.
+	StageTmpfs bool
 }
 
 // DefaultBlockSize is the size of a block volume's file unless

@@ -19,10 +19,22 @@ import (
 // DriverPackage is the import path of the driver command.
 const DriverPackage = "github.com/nodekit/nodekit/agenttest/csitest/cmd/csitest-driver"
 
+// DriverEnv names a driver binary built beforehand (from DriverPackage),
+// which Build then returns instead of building one: for test binaries run
+// where there is no go command (internal/localvm's guest).
+const DriverEnv = "NODEKIT_CSITEST_DRIVER"
+
 // Build builds the driver command into dir with `go build` and returns the
-// binary's path. Call it once per test binary (TestMain or a sync.Once)
-// and pass the path to Start.
+// binary's path, or returns $NODEKIT_CSITEST_DRIVER when set. Call it
+// once per test binary (TestMain or a sync.Once) and pass the path to
+// Start.
 func Build(dir string) (string, error) {
+	if bin := os.Getenv(DriverEnv); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("$%s: %w", DriverEnv, err)
+		}
+		return bin, nil
+	}
 	return agenttest.BuildCommand(dir, DriverPackage, "csitest-driver")
 }
 
@@ -44,6 +56,9 @@ type Options struct {
 	ExpandVolume bool
 	// BlockSize is the size of a new block volume's file (0: 16 MiB).
 	BlockSize int64
+	// StageTmpfs: a file system volume is staged on a tmpfs of its own
+	// mounted with the capability's mount flags (Config.StageTmpfs).
+	StageTmpfs bool
 }
 
 // Process is a running driver.
@@ -85,6 +100,9 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	}
 	if o.ExpandVolume {
 		args = append(args, "-expand-volume")
+	}
+	if o.StageTmpfs {
+		args = append(args, "-stage-tmpfs")
 	}
 	if o.BlockSize > 0 {
 		args = append(args, "-block-size", fmt.Sprint(o.BlockSize))

@@ -4,7 +4,8 @@
 // tests that need a host this machine is not: one whose systemd (PID 1)
 // runs the unified cgroup v2 hierarchy with every controller (cpu,
 // memory, pids, io, cpuset, hugetlb), where this machine binds its
-// controllers to v1 hierarchies.
+// controllers to v1 hierarchies; and one with SELinux, which this
+// machine has not.
 //
 // Run boots a qcow2 overlay of the image made for the run (qemu-img
 // create -b), so runs never change the image; shares host directories
@@ -22,7 +23,10 @@
 //
 // The guest kernel's command line asks for the unified hierarchy
 // (systemd.unified_cgroup_hierarchy=1, Debian 12's default anyway) and
-// PSI (psi=1).
+// PSI (psi=1); Config.KernelArgs adds to it. SELinuxPermissive's
+// arguments boot the same image with SELinux as its LSM (permissive, the
+// image's Debian reference policy loaded by systemd), for the tests of
+// the SELinux volume paths; without them SELinux is off.
 //
 // KVM is used when /dev/kvm can run the image's kernel: it opens, answers
 // KVM_GET_API_VERSION, and is backed by hardware virtualization

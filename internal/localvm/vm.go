@@ -85,6 +85,14 @@ type Config struct {
 	QEMU, QEMUImg string
 }
 
+// SELinuxPermissive returns the kernel arguments (Config.KernelArgs)
+// that boot the guest with SELinux as its major LSM, permissive, with the
+// image's policy (Debian's reference policy, which systemd loads at
+// boot). Without them the kernel's default LSMs run and SELinux is off.
+func SELinuxPermissive() []string {
+	return []string{"security=selinux", "selinux=1", "enforcing=0"}
+}
+
 // Result is what a run did.
 type Result struct {
 	// ExitCode is Script's exit status.

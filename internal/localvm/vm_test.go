@@ -131,3 +131,21 @@ func TestConfigChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestSELinuxPermissive: SELinuxPermissive's arguments put SELinux on the
+// guest's command line, permissive; a run without them has none.
+func TestSELinuxPermissive(t *testing.T) {
+	cmdline := func(extra []string) []string {
+		args := qemuArgs(Config{ImageDir: "/img", KernelArgs: extra}, AccelTCG, "o", "c", "j")
+		return strings.Fields(args[slices.Index(args, "-append")+1])
+	}
+	with, without := cmdline(SELinuxPermissive()), cmdline(nil)
+	for _, want := range []string{"security=selinux", "selinux=1", "enforcing=0"} {
+		if !slices.Contains(with, want) {
+			t.Errorf("SELinux command line %q lacks %s", with, want)
+		}
+		if slices.Contains(without, want) {
+			t.Errorf("default command line %q has %s", without, want)
+		}
+	}
+}

@@ -1,10 +1,3 @@
-// Package selinux is the host's SELinux as the node agent's volumes see it:
-// whether SELinux is enabled, the file label a pod's or container's
-// seLinuxOptions give, and whether a mounted file system keeps labels
-// (seclabel). Host is the real one, over github.com/opencontainers/selinux
-// and /proc/self/mountinfo; Fake stands in for an enforcing host in tests.
-// The volume rules that use them (which volumes relabel, context= mounts)
-// live in volumemgr and criruntime, not here.
 package selinux
 
 import (
@@ -124,11 +117,18 @@ func IsTranslationError(err error) bool {
 	return errors.As(err, &t)
 }
 
-// Fake is an SELinux-enabled host for tests, with upstream's fake
-// translation: a missing user is system_u, role object_r, type (or
-// container_t) container_file_t, level s0:c998,c999. Seclabel lists the
-// paths (and the trees below them) that keep labels; nil means every path
-// does.
+// Fake is an SELinux-enabled host for tests. Its label translation is
+// the real host's (go-selinux's label.InitLabels over the policy's
+// lxc_contexts, whose file label is system_u:object_r:container_file_t:s0
+// on Debian and Fedora), as measured in internal/localvm's SELinux guest:
+// the options' user (else system_u) and level, with role object_r and
+// type container_file_t whatever the options' role and type (they are the
+// process's); empty options give no label. A missing level, random
+// categories on the real host, is s0:c998,c999 here. Upstream's fake
+// translator, which this one followed before, keeps the role and the
+// type and labels empty options; a real host does neither. Seclabel lists
+// the paths (and the trees below them) that keep labels; nil means every
+// path does.
 type Fake struct {
 	Disabled bool
 	Seclabel []string
@@ -137,22 +137,19 @@ type Fake struct {
 // Enabled is !f.Disabled.
 func (f Fake) Enabled() bool { return !f.Disabled }
 
-// FileLabel translates opts as upstream's fake translator does.
+// FileLabel translates opts as the real host does (see Fake).
 func (Fake) FileLabel(opts *v1.SELinuxOptions) (string, error) {
-	if opts == nil {
+	if len(contextOptions(opts)) == 0 {
 		return "", nil
 	}
-	or := func(v, d string) string {
-		if v == "" {
-			return d
-		}
-		return v
+	user, level := opts.User, opts.Level
+	if user == "" {
+		user = "system_u"
 	}
-	typ := opts.Type
-	if typ == "container_t" {
-		typ = ""
+	if level == "" {
+		level = "s0:c998,c999"
 	}
-	return fmt.Sprintf("%s:%s:%s:%s", or(opts.User, "system_u"), or(opts.Role, "object_r"), or(typ, "container_file_t"), or(opts.Level, "s0:c998,c999")), nil
+	return user + ":object_r:container_file_t:" + level, nil
 }
 
 // SupportsLabels reports whether path is in f.Seclabel (or f.Seclabel is

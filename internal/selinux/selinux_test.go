@@ -52,16 +52,21 @@ func TestSeclabel(t *testing.T) {
 	}
 }
 
-// TestFakeLabel: upstream's fake translation.
+// TestFakeLabel: the real host's translation (TestHostFileLabel checks
+// the two agree on a real SELinux host): user and level from the
+// options, the file role and type whatever the options' role and type,
+// no label for empty options.
 func TestFakeLabel(t *testing.T) {
 	for _, tc := range []struct {
 		opts *v1.SELinuxOptions
 		want string
 	}{
 		{nil, ""},
+		{&v1.SELinuxOptions{}, ""},
 		{&v1.SELinuxOptions{Level: "s0:c1,c2"}, "system_u:object_r:container_file_t:s0:c1,c2"},
 		{&v1.SELinuxOptions{Type: "container_t"}, "system_u:object_r:container_file_t:s0:c998,c999"},
-		{&v1.SELinuxOptions{User: "u", Role: "r", Type: "t", Level: "s0"}, "u:r:t:s0"},
+		{&v1.SELinuxOptions{Type: "spc_t", Level: "s0:c1,c2"}, "system_u:object_r:container_file_t:s0:c1,c2"},
+		{&v1.SELinuxOptions{User: "u", Role: "r", Type: "t", Level: "s0"}, "u:object_r:container_file_t:s0"},
 	} {
 		if got, err := (Fake{}).FileLabel(tc.opts); got != tc.want || err != nil {
 			t.Errorf("FileLabel(%+v) = %q, %v; want %q", tc.opts, got, err, tc.want)

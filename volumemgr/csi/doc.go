@@ -98,8 +98,16 @@
 // fails with upstream's `conflicting SELinux labels of volume PV: "A" and
 // "B"`; upstream finds it in its desired state, before any mount, and
 // reports it among "failed to process volumes", here it is the volume's
-// SetUp error (no driver called), retried with back-off. Raw block
-// volumes get no context, as upstream.
+// SetUp error (no driver called), retried with back-off. A volume staged
+// by an earlier run (no pod of this process has it) keeps the context its
+// staging vol_data.json records: a pod with another label waits, with
+// upstream's `waiting for unmount of volume "kubernetes.io/csi/DRIVER^HANDLE",
+// because it is already mounted to a different pod with a different
+// SELinux label`, until the volume is unstaged, as upstream's
+// reconstructed actual state makes it. Raw block volumes get no context,
+// as upstream. internal/localvm's TestSELinux runs these tests on a real
+// SELinux host with the test driver mounting what it is asked (context=
+// in mountinfo, the files' labels).
 //
 // A set-up error names upstream's operation step and the volume's spec
 // name (a claim's PV, an inline volume's pod volume name) in the

@@ -287,7 +287,7 @@ func (p *Plugin) setUpMount(ctx context.Context, c *nodeClient, req *volumemgr.S
 	}
 	defer p.lock(src.driver, src.handle)()
 	target := filepath.Join(req.Dir, "mount")
-	capability, label, err := p.contextCapability(req, src, pol, mountGroup, data) // selinux.go
+	capability, label, err := p.contextCapability(ctx, req, src, pol, mountGroup, data) // selinux.go
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package csi
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -21,9 +24,11 @@ const keySELinux = "seLinuxMountContext"
 // "" otherwise. For such a driver a pod whose label differs from that of
 // another pod that has the volume set up on this node fails, with
 // upstream's message, before anything is called (a pod with no label
-// differs from one with a label). The label is recorded for the pod until
-// forgetSELinux. The caller holds the volume's lock.
-func (p *Plugin) seLinuxMountLabel(req *volumemgr.SetUpRequest, src *source, pol *driverPolicy) (string, error) {
+// differs from one with a label); so does one whose label differs from
+// the context the volume is staged with when no pod of this process has
+// it (staged by an earlier run: stagedMismatch). The label is recorded
+// for the pod until forgetSELinux. The caller holds the volume's lock.
+func (p *Plugin) seLinuxMountLabel(ctx context.Context, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy) (string, error) {
 	if !pol.seLinuxMount || !p.cfg.SELinux.Enabled() {
 		return "", nil
 	}
@@ -31,9 +36,19 @@ func (p *Plugin) seLinuxMountLabel(req *volumemgr.SetUpRequest, src *source, pol
 	key := src.driver + "^" + src.handle
 	p.seLinuxMu.Lock()
 	defer p.seLinuxMu.Unlock()
+	others := false
 	for uid, other := range p.seLinux[key] {
-		if uid != req.Pod.UID && other != label && src.pv != nil {
+		if uid == req.Pod.UID {
+			continue
+		}
+		others = true
+		if other != label && src.pv != nil {
 			return "", fmt.Errorf("conflicting SELinux labels of volume %s: %q and %q", src.pv.Name, other, label)
+		}
+	}
+	if !others && src.pv != nil {
+		if err := p.stagedMismatch(ctx, src, label); err != nil {
+			return "", err
 		}
 	}
 	if p.seLinux[key] == nil {
@@ -44,6 +59,32 @@ func (p *Plugin) seLinuxMountLabel(req *volumemgr.SetUpRequest, src *source, pol
 		return "", nil
 	}
 	return label, nil
+}
+
+// stagedMismatch returns upstream's error for a pod whose label differs
+// from the context src is staged with, as its staging vol_data.json
+// records it (none: ""), when its staging path is mounted: the actual
+// state upstream reconstructs after a restart. The pod waits until the
+// volume is unstaged; publishing it there would give it the files of the
+// other context. nil when the volume is not staged.
+func (p *Plugin) stagedMismatch(ctx context.Context, src *source, label string) error {
+	staging := p.stagingDir(src.driver, src.handle)
+	data, err := readVolData(filepath.Dir(staging))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if data[keySELinux] == label {
+		return nil
+	}
+	mounted, err := p.mounted(ctx, staging)
+	if err != nil || !mounted {
+		return err
+	}
+	return fmt.Errorf("waiting for unmount of volume %q, because it is already mounted to a different pod with a different SELinux label",
+		PluginName+"/"+src.driver+"^"+src.handle)
 }
 
 // forgetSELinux drops pod's label of volume driver^handle.
@@ -60,9 +101,9 @@ func (p *Plugin) forgetSELinux(driver, handle string, pod types.UID) {
 // contextCapability is the volume capability of the file system volume
 // src, with the context="LABEL" mount option when seLinuxMountLabel gives
 // a label, which it records in data (vol_data.json) and returns.
-func (p *Plugin) contextCapability(req *volumemgr.SetUpRequest, src *source, pol *driverPolicy, mountGroup string,
+func (p *Plugin) contextCapability(ctx context.Context, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy, mountGroup string,
 	data map[string]string) (*csipb.VolumeCapability, string, error) {
-	label, err := p.seLinuxMountLabel(req, src, pol)
+	label, err := p.seLinuxMountLabel(ctx, req, src, pol)
 	if err != nil {
 		return nil, "", err
 	}

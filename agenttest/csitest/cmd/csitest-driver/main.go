@@ -27,6 +27,7 @@ func main() {
 	flag.BoolVar(&cfg.VolumeMountGroup, "volume-mount-group", false, "advertise VOLUME_MOUNT_GROUP (chgrp the published target)")
 	flag.BoolVar(&cfg.ExpandVolume, "expand-volume", false, "advertise EXPAND_VOLUME (log NodeExpandVolume, grow block volumes)")
 	flag.Int64Var(&cfg.BlockSize, "block-size", 0, "size in bytes of a new block volume's file (0: 16 MiB)")
+	flag.BoolVar(&cfg.StageTmpfs, "stage-tmpfs", false, "stage a file system volume on a tmpfs of its own mounted with the mount flags (not a bind mount of its directory)")
 	flag.StringVar(&registry, "registry-dir", "", "the agent's plugins_registry dir; empty: do not register")
 	flag.Parse()
 	if topology != "" {
