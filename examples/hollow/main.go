@@ -80,25 +80,9 @@ func main() {
 // run wires the hollow node and runs it until ctx is done; it returns once
 // every part has stopped.
 func run(ctx context.Context, o options) error {
-	name := o.nodeName
-	if name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("--hostname-override: %w", err)
-		}
-		name = strings.ToLower(h)
-	}
-	if o.kubeconfig == "" {
-		return errors.New("--kubeconfig is required")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	name, client, err := connect(o)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
-	}
-	rc.QPS, rc.Burst, rc.UserAgent = float32(o.qps), o.burst, "nodekit-hollow/"+name
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	if o.rootDir == "" {
 		if o.rootDir, err = os.MkdirTemp("", "hollow-"+name+"-"); err != nil {
@@ -106,75 +90,141 @@ func run(ctx context.Context, o options) error {
 		}
 		defer os.RemoveAll(o.rootDir)
 	}
+	h, err := newHollowNode(client, name, o)
+	if err != nil {
+		return err
+	}
+	return h.run(ctx)
+}
 
+// connect resolves the node's name and makes its API client from the
+// kubeconfig, at the flags' request rate.
+func connect(o options) (string, kubernetes.Interface, error) {
+	name := o.nodeName
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", nil, fmt.Errorf("--hostname-override: %w", err)
+		}
+		name = strings.ToLower(h)
+	}
+	if o.kubeconfig == "" {
+		return "", nil, errors.New("--kubeconfig is required")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return "", nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst, rc.UserAgent = float32(o.qps), o.burst, "nodekit-hollow/"+name
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return "", nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	return name, client, nil
+}
+
+// hollowNode is a hollow node's parts, wired.
+type hollowNode struct {
+	name         string
+	pods         *podconfig.Merger
+	nodeInformer toolscache.SharedIndexInformer
+	nodes        corelisters.NodeLister
+	loop         *syncloop.Loop
+	// background are the parts that run from the start: the PLEG, the
+	// status manager, the Node status, the Lease and container GC.
+	background []func(context.Context) error
+}
+
+// newHollowNode builds the parts in order: the runtime side (fake
+// runtime, PLEG), the Node informer, the pod store and the status
+// manager, the node side (Node status, Lease), then the loop and GC.
+func newHollowNode(client kubernetes.Interface, name string, o options) (*hollowNode, error) {
 	rt := agenttest.NewFakeRuntime(clock.RealClock{})
-	pods := podconfig.New([]nodekit.Source{podconfig.NewAPISource(client, name)})
+	h := &hollowNode{name: name, pods: podconfig.New([]nodekit.Source{podconfig.NewAPISource(client, name)})}
 	cache := pleg.NewCache()
 	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// One watch on this Node feeds admission and the node status.
 	// Built from the Node informer alone, not a SharedInformerFactory,
 	// which would link every API group's informers and listers.
-	nodeInformer := coreinformers.NewFilteredNodeInformer(client, 0, toolscache.Indexers{}, func(lo *metav1.ListOptions) {
+	h.nodeInformer = coreinformers.NewFilteredNodeInformer(client, 0, toolscache.Indexers{}, func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
 	})
-	nodes := corelisters.NewNodeLister(nodeInformer.GetIndexer())
+	h.nodes = corelisters.NewNodeLister(h.nodeInformer.GetIndexer())
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
 		Pods: store})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	node, lease, err := h.nodeSide(client, o, lifecycle)
+	if err != nil {
+		return nil, err
+	}
+	h.loop, err = syncloop.New(syncloop.Config{
+		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: h.pods.Updates(),
+		SourcesReady: h.pods.SeenAllSources, Events: lifecycle.Events(),
+		Health:    func(context.Context) error { return lifecycle.Healthy() },
+		Admitters: admission.Builtins(admission.NodeFunc(func(context.Context) (*v1.Node, error) { return h.nodes.Get(name) })),
+		Probes:    allProbesSucceed{}, // no prober: every probe passes, as kubemark's
+		RootDir:   o.rootDir, NodeIPs: []string{o.nodeIP},
+	})
+	if err != nil {
+		return nil, err
+	}
+	containerGC, err := gc.NewContainerGC(gc.ContainerGCConfig{Policy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
+		SourcesReady: h.loop.SourcesReady}, rt, h.loop)
+	if err != nil {
+		return nil, err
+	}
+	h.background = []func(context.Context) error{lifecycle.Run, status.Run, node.Run, lease.Run, containerGC.Run}
+	return h, nil
+}
+
+// nodeSide is the Node's reporter (the fake machine, Ready while the
+// PLEG is healthy) and its Lease heartbeat.
+func (h *hollowNode) nodeSide(client kubernetes.Interface, o options, lifecycle pleg.PLEG) (*statusmgr.NodeReporter, *statusmgr.Heartbeat, error) {
+	name := h.name
 	node, err := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{
 		NodeName: name, NodeIP: o.nodeIP, MaxPods: o.maxPods, Labels: map[string]string{"nodekit.io/hollow": "true"},
 		Machine: statusmgr.MachineInfoFunc(func(context.Context) (statusmgr.Machine, error) { return fakeMachine(name), nil }),
 		Runtime: fakeVersion{}, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
 			v1.NodeReady: statusmgr.ReadyCondition(statusmgr.ReadinessFunc(func(context.Context) error { return lifecycle.Healthy() })),
 		},
-		Cached: func() (*v1.Node, bool) { n, err := nodes.Get(name); return n, err == nil },
+		Cached: func() (*v1.Node, bool) { n, err := h.nodes.Get(name); return n, err == nil },
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	lease, err := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	loop, err := syncloop.New(syncloop.Config{
-		Runtime: rt, Pods: store, Cache: cache, Status: status, Updates: pods.Updates(),
-		SourcesReady: pods.SeenAllSources, Events: lifecycle.Events(),
-		Health:    func(context.Context) error { return lifecycle.Healthy() },
-		Admitters: admission.Builtins(admission.NodeFunc(func(context.Context) (*v1.Node, error) { return nodes.Get(name) })),
-		Probes:    allProbesSucceed{}, // no prober: every probe passes, as kubemark's
-		RootDir:   o.rootDir, NodeIPs: []string{o.nodeIP},
-	})
-	if err != nil {
-		return err
-	}
-	containerGC, err := gc.NewContainerGC(gc.ContainerGCConfig{Policy: gc.ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
-		SourcesReady: loop.SourcesReady}, rt, loop)
-	if err != nil {
-		return err
-	}
+	return node, lease, nil
+}
 
+// run runs the parts until ctx is done: the background parts and the Node
+// informer at once, the pod source and the loop once the Node is
+// registered. It returns once every part has stopped.
+func (h *hollowNode) run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, part := range []func(context.Context) error{lifecycle.Run, status.Run, node.Run, lease.Run, containerGC.Run} {
+	for _, part := range h.background {
 		wg.Go(func() { _ = part(ctx) })
 	}
-	wg.Go(func() { nodeInformer.RunWithContext(ctx) })
+	wg.Go(func() { h.nodeInformer.RunWithContext(ctx) })
 	// Admission needs the Node: start taking pods once it is registered.
 	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		_, err := nodes.Get(name)
+		_, err := h.nodes.Get(h.name)
 		return err == nil, nil
 	}); err != nil {
 		return err
 	}
-	klog.FromContext(ctx).Info("Hollow node registered", "node", name)
-	wg.Go(func() { _ = pods.Run(ctx) })
-	return loop.Run(ctx)
+	klog.FromContext(ctx).Info("Hollow node registered", "node", h.name)
+	wg.Go(func() { _ = h.pods.Run(ctx) })
+	return h.loop.Run(ctx)
 }
 
 // fakeMachine is the made-up machine of a hollow node.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
+	"github.com/nodekit/nodekit/internal/fsutil"
 	"github.com/nodekit/nodekit/internal/kubeletconf"
 )
 
@@ -294,30 +295,11 @@ func binaryVersion(ctx context.Context, bin string) (string, error) {
 	return f[len(f)-1], nil
 }
 
-// unmountBelow detaches every mount below dir, deepest first: a stopped
+// unmountBelow detaches every mount under dir, deepest first: a stopped
 // agent leaves its pods' volumes (the kubelet's tmpfs for projected
 // service-account tokens) mounted, as it should.
 func unmountBelow(dir string) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	var below []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			below = append(below, f[1])
-		}
-	}
-	for len(below) > 0 {
-		longest := 0
-		for i, m := range below {
-			if len(m) > len(below[longest]) {
-				longest = i
-			}
-		}
-		if err := syscall.Unmount(below[longest], syscall.MNT_DETACH); err != nil {
-			logf("unmount %s: %v", below[longest], err)
-		}
-		below = append(below[:longest], below[longest+1:]...)
+	if _, err := fsutil.UnmountUnder(dir); err != nil {
+		logf("unmount below %s: %v", dir, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 func TestPkgOf(t *testing.T) {
@@ -54,9 +56,7 @@ func TestDisjointAndOverlapping(t *testing.T) {
 // when every page counts, and type descriptors and pclntab entries are
 // charged to packages. The pagemap side runs in every bench --residency.
 func TestLayoutOfABinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the bench binary")
-	}
+	itest.Short(t, "a build of the bench binary")
 	bin := filepath.Join(t.TempDir(), "bench")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

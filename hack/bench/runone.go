@@ -78,15 +78,7 @@ func (r *result) steadyPerMinute() float64 {
 // agent's cgroups, the control plane.
 func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, error) {
 	cleanupCtx := context.WithoutCancel(ctx)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	audit := filepath.Join(dir, "audit.log")
-	auditArgs, err := writeAuditPolicy(dir, audit, "system:node:"+nodeName)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, APIServerArgs: auditArgs})
+	cp, audit, err := startControlPlane(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -111,13 +103,8 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		}
 	}()
 
-	admin := rest.CopyConfig(cp.Admin)
-	admin.QPS, admin.Burst = 1000, 1000 // create the burst as fast as the API server takes it
-	client, err := kubernetes.NewForConfig(admin)
+	client, err := adminClient(ctx, cp)
 	if err != nil {
-		return nil, err
-	}
-	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
 		return nil, err
 	}
 	// Both agents keep their kubepods tree under a cgroup of the bench's
@@ -142,6 +129,45 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 		}
 	}()
 	logf("%s: started (pid %d), waiting for node %s to be Ready", agent, a.pid(), nodeName)
+	return measureAgent(ctx, cp, client, a, node, audit, o)
+}
+
+// startControlPlane starts a control plane in dir whose API server logs
+// the node's requests to the returned audit log.
+func startControlPlane(ctx context.Context, dir string) (*localcp.ControlPlane, string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", err
+	}
+	audit := filepath.Join(dir, "audit.log")
+	auditArgs, err := writeAuditPolicy(dir, audit, "system:node:"+nodeName)
+	if err != nil {
+		return nil, "", err
+	}
+	cp, err := localcp.Start(ctx, localcp.Config{Dir: filepath.Join(dir, "cp"), NodeNames: []string{nodeName}, APIServerArgs: auditArgs})
+	if err != nil {
+		return nil, "", err
+	}
+	return cp, audit, nil
+}
+
+// adminClient is a client of the control plane's admin, with namespace
+// default seeded.
+func adminClient(ctx context.Context, cp *localcp.ControlPlane) (kubernetes.Interface, error) {
+	admin := rest.CopyConfig(cp.Admin)
+	admin.QPS, admin.Burst = 1000, 1000 // create the burst as fast as the API server takes it
+	client, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// measureAgent waits for the agent's node to be Ready, measures it
+// (measure) and adds what the runtime and its registry say.
+func measureAgent(ctx context.Context, cp *localcp.ControlPlane, client kubernetes.Interface, a *agentProc, node *benchNode, audit string, o options) (*result, error) {
 	if err := waitNodeReady(ctx, client, a); err != nil {
 		return nil, err
 	}

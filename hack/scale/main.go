@@ -133,31 +133,69 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	client, err := adminClient(ctx, cp)
+	if err != nil {
+		return err
+	}
+
+	logf("starting %d hollow agents", o.nodes)
+	agents, err := startAgents(cp, bin, top, names, o)
+	defer func() { stopAgents(agents) }()
+	if err != nil {
+		return err
+	}
+	r := &result{opts: o, apiserverPID: apiserverPID}
+	if err := measure(ctx, client, agents, names, audit, r); err != nil {
+		return err
+	}
+	r.wholeRun = time.Since(started)
+	for _, a := range agents {
+		r.cpuWholeRun += a.cpu()
+	}
+	r.apiserverCPUWholeRun = cpuSeconds(apiserverPID)
+	printReport(os.Stdout, r, agents)
+	return r.failures()
+}
+
+// adminClient is a client of the control plane's admin, fast enough to
+// create every pod at once, with namespace default seeded.
+func adminClient(ctx context.Context, cp *localcp.ControlPlane) (kubernetes.Interface, error) {
 	admin := rest.CopyConfig(cp.Admin)
 	admin.QPS, admin.Burst = 200, 400
 	client, err := kubernetes.NewForConfig(admin)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
-		return err
+		return nil, err
 	}
+	return client, nil
+}
 
-	agents := make([]*agentProc, 0, o.nodes)
-	defer func() { stopAgents(agents) }()
-	logf("starting %d hollow agents", o.nodes)
+// startAgents starts a hollow agent for each name; on error it returns
+// the agents it started, for the caller to stop.
+func startAgents(cp *localcp.ControlPlane, bin, top string, names []string, o options) ([]*agentProc, error) {
+	agents := make([]*agentProc, 0, len(names))
 	for i, name := range names {
 		kubeconfig, err := cp.NodeKubeconfig(name)
 		if err != nil {
-			return err
+			return agents, err
 		}
 		a, err := startAgent(bin, top, name, kubeconfig, hollowNodeIP(i), max(110, o.podsPerNode+10))
 		if err != nil {
-			return err
+			return agents, err
 		}
 		agents = append(agents, a)
 	}
-	r := &result{opts: o, apiserverPID: apiserverPID}
+	return agents, nil
+}
+
+// measure waits for the nodes to be Ready, creates the pods, waits for
+// them to run, observes the cluster and counts the agents' requests in
+// the observation window, into r.
+func measure(ctx context.Context, client kubernetes.Interface, agents []*agentProc, names []string, audit string, r *result) error {
+	o := r.opts
+	var err error
 	if r.readyAfter, err = waitNodesReady(ctx, client, agents, o.timeout); err != nil {
 		return err
 	}
@@ -172,15 +210,13 @@ func run(ctx context.Context, o options) error {
 	if err := observe(ctx, client, agents, r); err != nil {
 		return err
 	}
-	if r.requests, err = countRequests(audit, r.window); err != nil {
-		return err
-	}
-	r.wholeRun = time.Since(started)
-	for _, a := range agents {
-		r.cpuWholeRun += a.cpu()
-	}
-	r.apiserverCPUWholeRun = cpuSeconds(apiserverPID)
-	printReport(os.Stdout, r, agents)
+	r.requests, err = countRequests(audit, r.window)
+	return err
+}
+
+// failures is why the run failed, after the report: agents that exited,
+// nodes seen not Ready or with a stale Lease, pods not Running at the end.
+func (r *result) failures() error {
 	var failed []error
 	if r.exited > 0 {
 		failed = append(failed, fmt.Errorf("%d agents exited during the observation", r.exited))
@@ -188,7 +224,7 @@ func run(ctx context.Context, o options) error {
 	if r.notReady > 0 || r.staleLease > 0 {
 		failed = append(failed, fmt.Errorf("%d node observations not Ready, %d with a stale Lease", r.notReady, r.staleLease))
 	}
-	if want := o.nodes * o.podsPerNode; r.podsRunningEnd != want {
+	if want := r.opts.nodes * r.opts.podsPerNode; r.podsRunningEnd != want {
 		failed = append(failed, fmt.Errorf("%d of %d pods Running at the end", r.podsRunningEnd, want))
 	}
 	return errors.Join(failed...)

@@ -13,42 +13,47 @@ import (
 // requests of an average agent by kind.
 func printReport(w io.Writer, r *result, agents []*agentProc) {
 	o := r.opts
+	fmt.Fprintf(w, "\nScale run %s: %d hollow nodes × %d pods on %d CPUs, observed for %v (a check every %v).\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 MST"), o.nodes, o.podsPerNode, runtime.NumCPU(), o.duration, observeEvery)
+	fmt.Fprintln(w, "| figure | value |")
+	fmt.Fprintln(w, "|---|---|")
+	for _, row := range reportRows(r, agentSamples(r, agents)) {
+		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
+	}
+	printRequestKinds(w, r, len(agents))
+}
+
+// samples are the agents' figures, one entry per agent.
+type samples struct {
+	rssEnd, rssMax, hwm, anon, pss []float64 // MiB
+	cpuWin                         []float64 // CPU seconds in the window
+	perMin                         []float64 // API requests per minute in the window
+}
+
+func agentSamples(r *result, agents []*agentProc) samples {
 	mins := r.window.minutes()
-	var rssEnd, rssMax, hwm, anon, pss, cpuWin, perMin []float64
+	var s samples
 	for _, a := range agents {
-		rssEnd = append(rssEnd, mib(a.rssEndKB))
-		rssMax = append(rssMax, mib(a.rssMaxKB))
-		hwm = append(hwm, mib(a.hwmKB))
-		anon = append(anon, mib(a.anonEndKB))
-		pss = append(pss, mib(a.pssEndKB))
-		cpuWin = append(cpuWin, a.cpuAtEnd-a.cpuAtStart)
+		s.rssEnd = append(s.rssEnd, mib(a.rssEndKB))
+		s.rssMax = append(s.rssMax, mib(a.rssMaxKB))
+		s.hwm = append(s.hwm, mib(a.hwmKB))
+		s.anon = append(s.anon, mib(a.anonEndKB))
+		s.pss = append(s.pss, mib(a.pssEndKB))
+		s.cpuWin = append(s.cpuWin, a.cpuAtEnd-a.cpuAtStart)
 		n := 0
 		if u := r.requests["system:node:"+a.name]; u != nil {
 			n = u.total
 		}
-		perMin = append(perMin, float64(n)/mins)
+		s.perMin = append(s.perMin, float64(n)/mins)
 	}
-	total := func(xs []float64) float64 {
-		s := 0.0
-		for _, x := range xs {
-			s += x
-		}
-		return s
-	}
-	medMax := func(xs []float64, unit string, prec int) string {
-		return fmt.Sprintf("%.*f / %.*f%s", prec, median(xs), prec, slices.Max(xs), unit)
-	}
-	yesNo := func(missed int) string {
-		if missed == 0 {
-			return "yes"
-		}
-		return "**no**"
-	}
-	winSec := r.window.to.Sub(r.window.from).Seconds()
+	return s
+}
 
-	fmt.Fprintf(w, "\nScale run %s: %d hollow nodes × %d pods on %d CPUs, observed for %v (a check every %v).\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), o.nodes, o.podsPerNode, runtime.NumCPU(), o.duration, observeEvery)
-	rows := [][2]string{
+// reportRows are the table's rows: figure, value.
+func reportRows(r *result, s samples) [][2]string {
+	o := r.opts
+	winSec := r.window.to.Sub(r.window.from).Seconds()
+	return [][2]string{
 		{"nodes", fmt.Sprint(o.nodes)},
 		{"pods Running at the end / created", fmt.Sprintf("%d / %d", r.podsRunningEnd, o.nodes*o.podsPerNode)},
 		{"all nodes Ready, from the agents' start", fmt.Sprintf("%.1f s", r.readyAfter.Seconds())},
@@ -56,25 +61,24 @@ func printReport(w io.Writer, r *result, agents []*agentProc) {
 		{"all nodes Ready throughout (observations missed)", fmt.Sprintf("%s (%d of %d)", yesNo(r.notReady), r.notReady, r.observations)},
 		{"Leases fresh throughout (stale observations; oldest renewTime seen)", fmt.Sprintf("%s (%d of %d; %.1f s)", yesNo(r.staleLease), r.staleLease, r.observations, r.maxLeaseAge.Seconds())},
 		{"agents exited during the window", fmt.Sprint(r.exited)},
-		{"agent RSS at the end, median / max", medMax(rssEnd, " MiB", 1)},
-		{"agent RSS sampled in the window, largest: median / max", medMax(rssMax, " MiB", 1)},
-		{"agent peak RSS (VmHWM), median / max", medMax(hwm, " MiB", 1)},
-		{"agent anonymous RSS at the end (RssAnon: not the binary's shared pages), median / max", medMax(anon, " MiB", 1)},
-		{"memory of all agents at the end (sum of PSS)", fmt.Sprintf("%.0f MiB", total(pss))},
-		{"agent CPU in the window, all agents", fmt.Sprintf("%.2f s (%.1f%% of one core)", total(cpuWin), 100*total(cpuWin)/winSec)},
-		{"agent CPU in the window, per agent median / max", medMax(cpuWin, " s", 2)},
+		{"agent RSS at the end, median / max", medMax(s.rssEnd, " MiB", 1)},
+		{"agent RSS sampled in the window, largest: median / max", medMax(s.rssMax, " MiB", 1)},
+		{"agent peak RSS (VmHWM), median / max", medMax(s.hwm, " MiB", 1)},
+		{"agent anonymous RSS at the end (RssAnon: not the binary's shared pages), median / max", medMax(s.anon, " MiB", 1)},
+		{"memory of all agents at the end (sum of PSS)", fmt.Sprintf("%.0f MiB", total(s.pss))},
+		{"agent CPU in the window, all agents", fmt.Sprintf("%.2f s (%.1f%% of one core)", total(s.cpuWin), 100*total(s.cpuWin)/winSec)},
+		{"agent CPU in the window, per agent median / max", medMax(s.cpuWin, " s", 2)},
 		{"agent CPU over the whole run, all agents", fmt.Sprintf("%.2f s in %.0f s", r.cpuWholeRun, r.wholeRun.Seconds())},
-		{"API requests per minute per agent, median / max", medMax(perMin, "", 1)},
-		{"API requests per minute, all agents", fmt.Sprintf("%.1f", total(perMin))},
+		{"API requests per minute per agent, median / max", medMax(s.perMin, "", 1)},
+		{"API requests per minute, all agents", fmt.Sprintf("%.1f", total(s.perMin))},
 		{"API server RSS at the end / largest sampled", fmt.Sprintf("%.0f / %.0f MiB", mib(r.apiserverRSSEndKB), mib(r.apiserverRSSMaxKB))},
 		{"API server CPU in the window / whole run", fmt.Sprintf("%.2f s (%.1f%% of one core) / %.2f s", r.apiserverCPUWindow, 100*r.apiserverCPUWindow/winSec, r.apiserverCPUWholeRun)},
 	}
-	fmt.Fprintln(w, "| figure | value |")
-	fmt.Fprintln(w, "|---|---|")
-	for _, row := range rows {
-		fmt.Fprintf(w, "| %s | %s |\n", row[0], row[1])
-	}
+}
 
+// printRequestKinds writes the requests of an average agent in the
+// window by kind, most frequent first.
+func printRequestKinds(w io.Writer, r *result, agents int) {
 	byKind := map[string]int{}
 	for _, u := range r.requests {
 		for k, n := range u.byKind {
@@ -89,9 +93,29 @@ func printReport(w io.Writer, r *result, agents []*agentProc) {
 	fmt.Fprintf(w, "\nAPI requests per minute of an average agent in the window, by kind (a watch counts once, when it starts):\n\n")
 	fmt.Fprintln(w, "| request | per minute |")
 	fmt.Fprintln(w, "|---|---|")
+	mins := r.window.minutes()
 	for _, k := range kinds {
-		fmt.Fprintf(w, "| %s | %.2f |\n", k, float64(byKind[k])/mins/float64(len(agents)))
+		fmt.Fprintf(w, "| %s | %.2f |\n", k, float64(byKind[k])/mins/float64(agents))
 	}
+}
+
+func total(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+func medMax(xs []float64, unit string, prec int) string {
+	return fmt.Sprintf("%.*f / %.*f%s", prec, median(xs), prec, slices.Max(xs), unit)
+}
+
+func yesNo(missed int) string {
+	if missed == 0 {
+		return "yes"
+	}
+	return "**no**"
 }
 
 func mib(kb int64) float64 { return float64(kb) / 1024 }

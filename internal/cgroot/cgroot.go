@@ -1,8 +1,9 @@
 // Package cgroot creates and removes a top-level cgroup of a test's or a
 // script's own in every cgroup hierarchy, for a node agent's cgroupRoot:
 // the agent's kubepods tree and its orphaned-pod cleanup then cannot meet
-// another agent's on the same machine. It has no dependency on the rest of
-// nodekit, so the test kit and the cgroup manager's own tests can share it.
+// another agent's on the same machine. Of the rest of nodekit it uses only
+// internal/fsutil (the mount table), so the test kit and the cgroup
+// manager's own tests can share it.
 package cgroot
 
 import (
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // Root is a cgroup created by Create.
@@ -108,16 +111,14 @@ func killProcs(dir string) {
 
 // mounts lists the mount points of the given filesystem type.
 func mounts(fstype string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := fsutil.Mounts()
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if ok && len(f) >= 5 && len(g) >= 1 && g[0] == fstype {
-			out = append(out, f[4])
+	for _, m := range all {
+		if m.FSType == fstype {
+			out = append(out, m.Point)
 		}
 	}
 	return out, nil

@@ -5,10 +5,13 @@
 // node (checkpoints, kubeconfigs, certificates, hosts files) writes through
 // it instead of carrying its own copy.
 //
-// UnmountBelow detaches every mount at or below a directory, deepest
-// first: what a stopped agent leaves mounted under its root (its bind
-// mount, its pods' volumes) before a test, `make down` or the conformance
-// harness removes that directory.
+// Mounts parses the process's mount table (/proc/self/mountinfo: mount
+// point, file system type, source, options, octal escapes decoded) once
+// for every package that looks a mount up. UnmountBelow detaches every
+// mount at or below a directory, deepest first: what a stopped agent
+// leaves mounted under its root (its bind mount, its pods' volumes)
+// before a test, `make down` or the conformance harness removes that
+// directory; UnmountUnder leaves a mount at the directory itself.
 //
 // It does not own any file format, locking between writers, or the
 // projected-volume writer of volumemgr, which swaps whole directories.

@@ -3,7 +3,6 @@ package fsutil
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,6 +19,16 @@ import (
 // /proc/self/mountinfo, octal escapes decoded. Every mount is tried; the
 // error joins the failures.
 func UnmountBelow(dir string) ([]string, error) {
+	return unmountFrom(dir, true)
+}
+
+// UnmountUnder is UnmountBelow for the mounts strictly under dir: a mount
+// at dir itself (dir on a tmpfs of the caller's) stays.
+func UnmountUnder(dir string) ([]string, error) {
+	return unmountFrom(dir, false)
+}
+
+func unmountFrom(dir string, self bool) ([]string, error) {
 	dir = filepath.Clean(dir)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
@@ -30,7 +39,7 @@ func UnmountBelow(dir string) ([]string, error) {
 	}
 	var below []string
 	for _, mp := range all {
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+		if (self && mp == dir) || strings.HasPrefix(mp, dir+"/") {
 			below = append(below, mp)
 		}
 	}
@@ -50,49 +59,4 @@ func UnmountBelow(dir string) ([]string, error) {
 		done = append(done, mp)
 	}
 	return done, errors.Join(errs...)
-}
-
-// MountPaths lists the mount points of /proc/self/mountinfo in mount
-// order, octal escapes decoded.
-func MountPaths() ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("read mount table: %w", err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 5 {
-			out = append(out, UnescapeMountPath(f[4]))
-		}
-	}
-	return out, nil
-}
-
-// UnescapeMountPath decodes the octal escapes the kernel writes in the
-// paths of /proc/PID/mountinfo (\040 for a space, \011, \012, \134).
-func UnescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var out strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for _, c := range []byte(s[i+1 : i+4]) {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + (c - '0')
-			}
-			if ok {
-				out.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		out.WriteByte(s[i])
-	}
-	return out.String()
 }

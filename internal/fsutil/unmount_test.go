@@ -66,3 +66,40 @@ func TestUnmountBelow(t *testing.T) {
 		t.Error("the mount beside dir was unmounted too")
 	}
 }
+
+// TestUnmountUnder: the tmpfs inside dir is detached, the bind mount of
+// dir itself stays. Root only.
+func TestUnmountUnder(t *testing.T) {
+	if os.Geteuid() != 0 {
+		itest.Require(t, "root (to mount)", errors.New("not root"))
+	}
+	dir := filepath.Join(t.TempDir(), "root")
+	vol := filepath.Join(dir, "pods", "vol")
+	if err := os.MkdirAll(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		itest.Require(t, "bind mounts (CAP_SYS_ADMIN)", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	if err := unix.Mount("tmpfs", vol, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	done, err := UnmountUnder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(done, []string{vol}) {
+		t.Errorf("unmounted %v, want only %v", done, vol)
+	}
+	paths, err := MountPaths()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(paths, dir) {
+		t.Errorf("the mount at %s itself was detached", dir)
+	}
+	if slices.Contains(paths, vol) {
+		t.Errorf("%s is still mounted", vol)
+	}
+}

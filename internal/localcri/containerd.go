@@ -92,137 +92,195 @@ func (s instanceState) network() podNetwork {
 // the instance is left running.
 func Start(ctx context.Context, cfg Config) (*Containerd, error) {
 	logger := klog.FromContext(ctx)
-	if cfg.Dir == "" {
-		return nil, errors.New("start containerd: Config.Dir is empty")
-	}
-	dir, err := filepath.Abs(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("start containerd: Config.Dir: %w", err)
-	}
-	l := newLayout(dir)
-	if err := checkSocketPath(l.socket); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	version, err := ResolveVersion(cfg.Version)
+	p, err := prepareStart(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
-	if err := validateLocalhost(cfg.LocalhostRegistries); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	if err := validateMirrors(cfg.Mirrors); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	if err := validateSystemd(cfg.Systemd); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	if err := validateCDIDirs(version, cfg.CDIDirs); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	l.cdiMore = cfg.CDIDirs
-	binDir := resolveBinDir(cfg.BinDir)
-	bins, err := lookupBinaries(version, binDir)
-	if err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-	if err := l.mkdirs(); err != nil {
-		return nil, fmt.Errorf("start containerd: create dirs: %w", err)
-	}
-	// A container in a user namespace runs as an unprivileged host ID that
-	// must traverse Dir to its bundle (a 0700 os.MkdirTemp dir refuses it).
-	if err := searchable(dir); err != nil {
-		return nil, fmt.Errorf("start containerd: Config.Dir: %w", err)
-	}
-	if err := cleanStale(ctx, l); err != nil {
-		return nil, fmt.Errorf("start containerd: %w", err)
-	}
-
-	cacheDir := cfg.ImageCache
-	if cacheDir == "" && binDir != "" {
-		cacheDir = filepath.Join(filepath.Dir(filepath.Clean(binDir)), "images")
-	} else if cacheDir == "" {
-		cacheDir = filepath.Join(dir, "images")
-	}
+	cacheDir := imageCacheDir(cfg.ImageCache, p.binDir, p.dir)
 	t0 := time.Now()
-	images, err := buildImages(ctx, cacheDir, binDir, cfg.ConformanceImages)
+	images, err := buildImages(ctx, cacheDir, p.binDir, cfg.ConformanceImages)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
 	logger.V(1).Info("Images ready", "cache", cacheDir, "duration", time.Since(t0))
 
-	netw, err := allocateNetwork(ctx, dir)
+	netw, err := allocateNetwork(ctx, p.dir)
 	if err != nil {
 		return nil, fmt.Errorf("start containerd: %w", err)
 	}
-	c := &Containerd{
-		Dir: dir, Socket: l.socket, Endpoint: "unix://" + l.socket,
-		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet, Version: version,
-		st: instanceState{Dir: dir, Config: l.config, Socket: l.socket, RuncRoot: l.runcRoot, Runc: bins.runc,
-			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String(),
-			Version: version, BinDir: binDir},
-	}
-	if cfg.Systemd != nil {
-		c.st.Enter, c.st.Bus = cfg.Systemd.Enter, cfg.Systemd.Bus
-	}
-	fail := func(err error) (*Containerd, error) {
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if serr := c.Stop(stopCtx); serr != nil {
-			logger.Error(serr, "Cleaning up after a failed start")
-		}
-		return nil, fmt.Errorf("start containerd in %s: %w", dir, err)
-	}
+	c := newContainerd(p, netw, cfg)
 	// Record the network before anything else so that StopDir can undo it.
-	if err := writeState(l, c.st); err != nil {
-		return fail(err)
+	if err := writeState(p.l, c.st); err != nil {
+		return c.abortStart(ctx, err)
 	}
-	if err := writeRegistryConfig(l); err != nil {
-		return fail(fmt.Errorf("registry config: %w", err))
-	}
-	if err := writeMirrorConfig(l, cfg.Mirrors); err != nil {
-		return fail(fmt.Errorf("registry mirrors: %w", err))
-	}
-	if err := writeLocalhostConfig(l, cfg.LocalhostRegistries); err != nil {
-		return fail(fmt.Errorf("localhost registries: %w", err))
-	}
-	if err := writeCNIConfig(l, netw); err != nil {
-		return fail(fmt.Errorf("write CNI config: %w", err))
-	}
-	conf, err := containerdConfig(version, l, bins, cfg.Systemd != nil)
-	if err != nil {
-		return fail(fmt.Errorf("containerd config: %w", err))
-	}
-	if err := os.WriteFile(l.config, conf, 0o644); err != nil {
-		return fail(fmt.Errorf("write containerd config: %w", err))
+	if err := writeConfigs(p, cfg, netw); err != nil {
+		return c.abortStart(ctx, err)
 	}
 
 	t0 = time.Now()
-	pid, done, err := spawn(l, bins, c.st, cfg.Detach)
-	if err != nil {
-		return fail(err)
-	}
-	c.st.PID, c.done, c.detach = pid, done, cfg.Detach
-	if err := writeState(l, c.st); err != nil {
-		return fail(err)
-	}
-	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		return fail(fmt.Errorf("write pidfile: %w", err))
-	}
-	if c.RuntimeVersion, err = waitReady(ctx, c, l); err != nil {
-		return fail(err)
+	if c.RuntimeVersion, err = c.launch(ctx, p.l, p.bins); err != nil {
+		return c.abortStart(ctx, err)
 	}
 	// At the default verbosity: a test log says which runtime it ran on.
-	logger.Info("containerd is ready", "containerd", version, "runtimeVersion", c.RuntimeVersion,
-		"binary", bins.containerd, "pid", pid, "socket", l.socket, "duration", time.Since(t0))
+	logger.Info("containerd is ready", "containerd", p.version, "runtimeVersion", c.RuntimeVersion,
+		"binary", p.bins.containerd, "pid", c.st.PID, "socket", p.l.socket, "duration", time.Since(t0))
 
 	t0 = time.Now()
 	imported := imagesToImport(images, cfg.Mirrors, cfg.PreloadImages)
-	if err := importImages(ctx, bins, l, c, imported); err != nil {
-		return fail(fmt.Errorf("%w (containerd log: %s)", err, logTail(l.logFile)))
+	if err := importImages(ctx, p.bins, p.l, c, imported); err != nil {
+		return c.abortStart(ctx, fmt.Errorf("%w (containerd log: %s)", err, logTail(p.l.logFile)))
 	}
 	c.Images, c.Built = imported, images
 	logger.V(1).Info("Images imported", "count", len(imported), "built", len(images), "duration", time.Since(t0))
 	return c, nil
+}
+
+// startPlan is what Start settled before building anything: the
+// instance's directory and layout, the containerd version and binaries.
+type startPlan struct {
+	dir     string
+	l       layout
+	version string
+	binDir  string
+	bins    binaries
+}
+
+// prepareStart checks cfg, finds the binaries, creates the instance's
+// directories and clears what a dead instance left in them.
+func prepareStart(ctx context.Context, cfg Config) (startPlan, error) {
+	if cfg.Dir == "" {
+		return startPlan{}, errors.New("Config.Dir is empty")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return startPlan{}, fmt.Errorf("Config.Dir: %w", err)
+	}
+	p := startPlan{dir: dir, l: newLayout(dir)}
+	if err := checkSocketPath(p.l.socket); err != nil {
+		return startPlan{}, err
+	}
+	if p.version, err = ResolveVersion(cfg.Version); err != nil {
+		return startPlan{}, err
+	}
+	if err := validateConfig(p.version, cfg); err != nil {
+		return startPlan{}, err
+	}
+	p.l.cdiMore = cfg.CDIDirs
+	p.binDir = resolveBinDir(cfg.BinDir)
+	if p.bins, err = lookupBinaries(p.version, p.binDir); err != nil {
+		return startPlan{}, err
+	}
+	if err := p.l.mkdirs(); err != nil {
+		return startPlan{}, fmt.Errorf("create dirs: %w", err)
+	}
+	// A container in a user namespace runs as an unprivileged host ID that
+	// must traverse Dir to its bundle (a 0700 os.MkdirTemp dir refuses it).
+	if err := searchable(dir); err != nil {
+		return startPlan{}, fmt.Errorf("Config.Dir: %w", err)
+	}
+	if err := cleanStale(ctx, p.l); err != nil {
+		return startPlan{}, err
+	}
+	return p, nil
+}
+
+// validateConfig checks the registries, systemd and CDI fields of cfg
+// for a containerd of the given version.
+func validateConfig(version string, cfg Config) error {
+	if err := validateLocalhost(cfg.LocalhostRegistries); err != nil {
+		return err
+	}
+	if err := validateMirrors(cfg.Mirrors); err != nil {
+		return err
+	}
+	if err := validateSystemd(cfg.Systemd); err != nil {
+		return err
+	}
+	return validateCDIDirs(version, cfg.CDIDirs)
+}
+
+// imageCacheDir is where the images are built: Config.ImageCache, else
+// "images" beside the bin dir, else under the instance's directory.
+func imageCacheDir(configured, binDir, dir string) string {
+	switch {
+	case configured != "":
+		return configured
+	case binDir != "":
+		return filepath.Join(filepath.Dir(filepath.Clean(binDir)), "images")
+	default:
+		return filepath.Join(dir, "images")
+	}
+}
+
+// newContainerd is the instance Start is about to run on the pod network
+// netw, not yet written down.
+func newContainerd(p startPlan, netw podNetwork, cfg Config) *Containerd {
+	c := &Containerd{
+		Dir: p.dir, Socket: p.l.socket, Endpoint: "unix://" + p.l.socket,
+		Bridge: netw.Bridge, Gateway: netw.Gateway, Subnet: netw.Subnet, Version: p.version,
+		st: instanceState{Dir: p.dir, Config: p.l.config, Socket: p.l.socket, RuncRoot: p.l.runcRoot, Runc: p.bins.runc,
+			Bridge: netw.Bridge, Subnet: netw.Subnet.String(), Gateway: netw.Gateway.String(),
+			Version: p.version, BinDir: p.binDir},
+		detach: cfg.Detach,
+	}
+	if cfg.Systemd != nil {
+		c.st.Enter, c.st.Bus = cfg.Systemd.Enter, cfg.Systemd.Bus
+	}
+	return c
+}
+
+// abortStart stops what a failed Start began (containerd, its network)
+// and returns err naming the instance.
+func (c *Containerd) abortStart(ctx context.Context, err error) (*Containerd, error) {
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if serr := c.Stop(stopCtx); serr != nil {
+		klog.FromContext(ctx).Error(serr, "Cleaning up after a failed start")
+	}
+	return nil, fmt.Errorf("start containerd in %s: %w", c.Dir, err)
+}
+
+// writeConfigs writes the registry, CNI and containerd configuration
+// files of the instance.
+func writeConfigs(p startPlan, cfg Config, netw podNetwork) error {
+	if err := writeRegistryConfig(p.l); err != nil {
+		return fmt.Errorf("registry config: %w", err)
+	}
+	if err := writeMirrorConfig(p.l, cfg.Mirrors); err != nil {
+		return fmt.Errorf("registry mirrors: %w", err)
+	}
+	if err := writeLocalhostConfig(p.l, cfg.LocalhostRegistries); err != nil {
+		return fmt.Errorf("localhost registries: %w", err)
+	}
+	if err := writeCNIConfig(p.l, netw); err != nil {
+		return fmt.Errorf("write CNI config: %w", err)
+	}
+	conf, err := containerdConfig(p.version, p.l, p.bins, cfg.Systemd != nil)
+	if err != nil {
+		return fmt.Errorf("containerd config: %w", err)
+	}
+	if err := os.WriteFile(p.l.config, conf, 0o644); err != nil {
+		return fmt.Errorf("write containerd config: %w", err)
+	}
+	return nil
+}
+
+// launch spawns containerd with the instance's config, records its pid
+// (state file and pidfile) and waits until its CRI answers; it returns
+// the runtime version the CRI reports. Start and Restart both use it.
+func (c *Containerd) launch(ctx context.Context, l layout, bins binaries) (string, error) {
+	pid, done, err := spawn(l, bins, c.st, c.detach)
+	if err != nil {
+		return "", err
+	}
+	c.st.PID, c.done = pid, done
+	if err := writeState(l, c.st); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("write pidfile: %w", err)
+	}
+	return waitReady(ctx, c, l)
 }
 
 // spawn starts containerd (under st.Enter, if set, returning the pid of

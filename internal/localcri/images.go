@@ -84,7 +84,6 @@ func BuildConformanceImages(ctx context.Context, cacheDir, binDir string) ([]Ima
 }
 
 func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool) ([]ImageTar, error) {
-	logger := klog.FromContext(ctx)
 	if cacheDir == "" {
 		return nil, errors.New("build images: cacheDir is empty")
 	}
@@ -97,21 +96,48 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 	}
 	defer unlock()
 
-	busybox, err := findBusybox(binDir)
+	base, baseInputs, err := busyboxBase(ctx, binDir)
 	if err != nil {
 		return nil, fmt.Errorf("build images: %w", err)
+	}
+	specs, err := imageSpecs(ctx, cacheDir, binDir, baseInputs)
+	if err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	b := &builder{cacheDir: cacheDir, base: base}
+	defer b.cleanup()
+	if conformance {
+		more, err := conformanceSpecs(ctx, b.workDir)
+		if err != nil {
+			return nil, fmt.Errorf("build images: %w", err)
+		}
+		specs = append(specs, more...)
+	}
+	return b.buildAll(ctx, specs, baseInputs)
+}
+
+// busyboxBase is the layer every image starts from (busybox and its
+// applets) and the inputs of every image's cache key.
+func busyboxBase(ctx context.Context, binDir string) ([]fileEntry, []string, error) {
+	busybox, err := findBusybox(binDir)
+	if err != nil {
+		return nil, nil, err
 	}
 	applets, err := busyboxApplets(ctx, busybox)
 	if err != nil {
-		return nil, fmt.Errorf("build images: %w", err)
+		return nil, nil, err
 	}
 	busyboxSum, err := fileDigest(busybox)
 	if err != nil {
-		return nil, fmt.Errorf("build images: %w", err)
+		return nil, nil, err
 	}
-	base := baseLayer(busybox, applets)
-	baseInputs := append([]string{imageFormat, runtime.GOARCH, busyboxSum}, applets...)
+	return baseLayer(busybox, applets), append([]string{imageFormat, runtime.GOARCH, busyboxSum}, applets...), nil
+}
 
+// imageSpecs lists the images BuildImages builds: busybox, nonroot and
+// pause always, glibc-dns-testing when the host has its tools, agnhost
+// when binDir has it.
+func imageSpecs(ctx context.Context, cacheDir, binDir string, baseInputs []string) ([]imageSpec, error) {
 	// /bin/sh is busybox's ash in every image but agnhost, as in upstream's
 	// busybox-based and Alpine-based images.
 	specs := []imageSpec{
@@ -135,7 +161,7 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 		},
 	}
 	if tools, toolInputs, skipped, err := hostToolsLayer(ctx, glibcDNSTools); err != nil {
-		return nil, fmt.Errorf("build images: glibc-dns-testing tools: %w", err)
+		return nil, fmt.Errorf("glibc-dns-testing tools: %w", err)
 	} else if len(skipped) == 0 {
 		specs = append(specs, imageSpec{
 			name: ImageGlibcDNS, tags: []string{GlibcDNSImage}, cmd: []string{"sh"},
@@ -143,48 +169,57 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 			inputs: toolInputs,
 		})
 	}
+	agnhost, err := agnhostSpec(ctx, cacheDir, binDir, specs, baseInputs)
+	if err != nil {
+		return nil, err
+	}
+	return append(specs, agnhost...), nil
+}
+
+// agnhostSpec is the agnhost image (binDir/agnhost, the host tools
+// upstream's image has, and the fake registry serving pause from
+// others), or none with a logged warning when binDir has no agnhost.
+func agnhostSpec(ctx context.Context, cacheDir, binDir string, others []imageSpec, baseInputs []string) ([]imageSpec, error) {
+	logger := klog.FromContext(ctx)
 	agnhost, err := findAgnhost(binDir)
 	if err != nil {
 		logger.Info("WARNING: leaving out the agnhost image", "reason", err.Error())
-	} else {
-		agnhostSum, err := fileDigest(agnhost)
-		if err != nil {
-			return nil, fmt.Errorf("build images: %w", err)
-		}
-		tools, toolInputs, skipped, err := hostToolsLayer(ctx, agnhostTools)
-		if err != nil {
-			return nil, fmt.Errorf("build images: agnhost tools: %w", err)
-		}
-		if len(skipped) > 0 {
-			logger.Info("WARNING: the agnhost image lacks tools upstream's has", "missing", skipped)
-		}
-		specs = append(specs, imageSpec{
-			name:       ImageAgnhost,
-			tags:       []string{AgnhostImage},
-			entrypoint: []string{"/agnhost"},
-			cmd:        []string{"pause"},
-			extra: func(context.Context) ([]fileEntry, error) {
-				l, err := agnhostLayer(agnhost)
-				reg, rerr := fakeRegistryLayer(cacheDir, specs, baseInputs)
-				return append(append(append(l, reg...), tools...), bashAsSh(skipped)...), errors.Join(err, rerr)
-			},
-			inputs: append(append([]string{agnhostSum, fakeRegistryInput(specs, baseInputs)}, toolInputs...), bashAsShMarker(skipped)...),
-		})
+		return nil, nil
 	}
+	agnhostSum, err := fileDigest(agnhost)
+	if err != nil {
+		return nil, err
+	}
+	tools, toolInputs, skipped, err := hostToolsLayer(ctx, agnhostTools)
+	if err != nil {
+		return nil, fmt.Errorf("agnhost tools: %w", err)
+	}
+	if len(skipped) > 0 {
+		logger.Info("WARNING: the agnhost image lacks tools upstream's has", "missing", skipped)
+	}
+	return []imageSpec{{
+		name:       ImageAgnhost,
+		tags:       []string{AgnhostImage},
+		entrypoint: []string{"/agnhost"},
+		cmd:        []string{"pause"},
+		extra: func(context.Context) ([]fileEntry, error) {
+			l, err := agnhostLayer(agnhost)
+			reg, rerr := fakeRegistryLayer(cacheDir, others, baseInputs)
+			return append(append(append(l, reg...), tools...), bashAsSh(skipped)...), errors.Join(err, rerr)
+		},
+		inputs: append(append([]string{agnhostSum, fakeRegistryInput(others, baseInputs)}, toolInputs...), bashAsShMarker(skipped)...),
+	}}, nil
+}
 
-	b := &builder{cacheDir: cacheDir, base: base}
-	defer b.cleanup()
-	if conformance {
-		more, err := conformanceSpecs(ctx, b.workDir)
-		if err != nil {
-			return nil, fmt.Errorf("build images: %w", err)
-		}
-		specs = append(specs, more...)
-	}
+// buildAll returns each image of specs from the cache, or builds it
+// (in order: agnhost's fake registry reads the pause image built before
+// it) and drops older builds of it.
+func (b *builder) buildAll(ctx context.Context, specs []imageSpec, baseInputs []string) ([]ImageTar, error) {
+	logger := klog.FromContext(ctx)
 	var out []ImageTar
 	for _, s := range specs {
 		key := cacheKey(s, baseInputs)
-		if it, ok := readCached(cacheDir, s.name, key); ok {
+		if it, ok := readCached(b.cacheDir, s.name, key); ok {
 			logger.V(2).Info("Using cached image", "image", s.name, "path", it.Path)
 			out = append(out, it)
 			continue
@@ -194,7 +229,7 @@ func buildImages(ctx context.Context, cacheDir, binDir string, conformance bool)
 			return nil, fmt.Errorf("build image %s: %w", s.name, err)
 		}
 		logger.Info("Built image", "image", s.name, "path", it.Path, "id", it.ID)
-		pruneStale(cacheDir, s.name, key)
+		pruneStale(b.cacheDir, s.name, key)
 		out = append(out, it)
 	}
 	return out, nil
@@ -271,29 +306,10 @@ func (b *builder) workDir() (string, error) {
 }
 
 func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar, error) {
-	if _, err := b.workDir(); err != nil {
+	layers, err := b.layers(ctx, s)
+	if err != nil {
 		return ImageTar{}, err
 	}
-	if b.baseLayer == nil {
-		l, err := writeLayer(ctx, b.work, b.base)
-		if err != nil {
-			return ImageTar{}, fmt.Errorf("busybox layer: %w", err)
-		}
-		b.baseLayer = &l
-	}
-	layers := []layerBlob{*b.baseLayer}
-	if s.extra != nil {
-		entries, err := s.extra(ctx)
-		if err != nil {
-			return ImageTar{}, err
-		}
-		l, err := writeLayer(ctx, b.work, entries)
-		if err != nil {
-			return ImageTar{}, fmt.Errorf("%s layer: %w", s.name, err)
-		}
-		layers = append(layers, l)
-	}
-
 	cfg, err := json.Marshal(newImageConfig(s, layers))
 	if err != nil {
 		return ImageTar{}, fmt.Errorf("encode config: %w", err)
@@ -318,6 +334,48 @@ func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar,
 
 	it := ImageTar{Name: s.name, Tags: s.tags, Manifest: manBlob.digest, ID: cfgBlob.digest}
 	it.RepoDigests = repoDigests(s.tags, manBlob.digest)
+	idxData, err := json.Marshal(imageIndex(it, manBlob))
+	if err != nil {
+		return ImageTar{}, fmt.Errorf("encode index: %w", err)
+	}
+	blobs := []blob{cfgBlob, manBlob}
+	for _, l := range layers {
+		blobs = append(blobs, l.blob)
+	}
+	return b.save(it, key, idxData, blobs)
+}
+
+// layers writes the blobs of an image's layers: the shared busybox
+// layer (once per builder), then the image's own, if any.
+func (b *builder) layers(ctx context.Context, s imageSpec) ([]layerBlob, error) {
+	if _, err := b.workDir(); err != nil {
+		return nil, err
+	}
+	if b.baseLayer == nil {
+		l, err := writeLayer(ctx, b.work, b.base)
+		if err != nil {
+			return nil, fmt.Errorf("busybox layer: %w", err)
+		}
+		b.baseLayer = &l
+	}
+	layers := []layerBlob{*b.baseLayer}
+	if s.extra == nil {
+		return layers, nil
+	}
+	entries, err := s.extra(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l, err := writeLayer(ctx, b.work, entries)
+	if err != nil {
+		return nil, fmt.Errorf("%s layer: %w", s.name, err)
+	}
+	return append(layers, l), nil
+}
+
+// imageIndex is the layout's index: the manifest once under each of the
+// image's tags and repo digests.
+func imageIndex(it ImageTar, manBlob blob) index {
 	idx := index{SchemaVersion: 2, MediaType: mediaTypeIndex}
 	for _, ref := range append(append([]string(nil), it.Tags...), it.RepoDigests...) {
 		d := descriptor{MediaType: mediaTypeManifest, Digest: manBlob.digest, Size: manBlob.size,
@@ -328,16 +386,12 @@ func (b *builder) build(ctx context.Context, s imageSpec, key string) (ImageTar,
 		}
 		idx.Manifests = append(idx.Manifests, d)
 	}
-	idxData, err := json.Marshal(idx)
-	if err != nil {
-		return ImageTar{}, fmt.Errorf("encode index: %w", err)
-	}
+	return idx
+}
 
-	blobs := []blob{cfgBlob, manBlob}
-	for _, l := range layers {
-		blobs = append(blobs, l.blob)
-	}
-	tarPath, metaPath := cachePaths(b.cacheDir, s.name, key)
+// save writes the image's layout tarball and its metadata to the cache.
+func (b *builder) save(it ImageTar, key string, idxData []byte, blobs []blob) (ImageTar, error) {
+	tarPath, metaPath := cachePaths(b.cacheDir, it.Name, key)
 	if err := fsutil.WriteAtomic(tarPath, 0o644, func(w io.Writer) error { return writeLayout(w, idxData, blobs) }); err != nil {
 		return ImageTar{}, fmt.Errorf("write %s: %w", tarPath, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -13,8 +14,11 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodekit/nodekit/internal/itest"
 )
 
 // testBusybox returns a static busybox for the image builder's unit
@@ -32,9 +36,7 @@ func testBusybox(t *testing.T) string {
 	if err == nil {
 		err = checkStatic(p)
 	}
-	if err != nil {
-		t.Skipf("no static busybox (hack/build-tools.sh busybox, or busybox-static): %v", err)
-	}
+	itest.Require(t, "a static busybox (hack/build-tools.sh busybox, or Debian's busybox-static)", err)
 	return p
 }
 
@@ -307,9 +309,7 @@ func readLayout(t *testing.T, path string) (map[string]*tar.Header, imageConfig,
 // hostpathplugin is /hostpathplugin with the busybox applets the DRA specs
 // exec.
 func TestConformanceImages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: compiles a program and runs it")
-	}
+	itest.Short(t, "building the conformance images (compiles a program)")
 	ctx := klog.NewContext(t.Context(), ktesting.NewLogger(t, ktesting.NewConfig()))
 	images, err := BuildConformanceImages(ctx, t.TempDir(), fakeBinDir(t))
 	if err != nil {
@@ -354,16 +354,20 @@ func TestConformanceImages(t *testing.T) {
 	}
 
 	setpriv, err := exec.LookPath("setpriv")
-	if err != nil || os.Geteuid() != 0 {
-		if os.Getenv("NODEKIT_REQUIRE_INTEGRATION") != "" {
-			t.Fatalf("NODEKIT_REQUIRE_INTEGRATION: running the program needs root and setpriv (%v)", err)
-		}
-		t.Skip("no setpriv or not root: the program's behaviour is not run")
+	if err == nil && os.Geteuid() != 0 {
+		err = errors.New("not root")
 	}
+	itest.Require(t, "setpriv and root (to run the nonewprivs program as another user)", err)
 	bin, err := buildNNP(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A temp dir on a nosuid mount is a property of the host, not of the
+	// program; it is found before the run, so a program that ignores its
+	// setuid bit still fails below. Like any other missing requirement it
+	// fails the test under NODEKIT_REQUIRE_INTEGRATION (point TMPDIR at a
+	// mount without nosuid).
+	itest.Require(t, "a temp dir that honours setuid", honoursSetuid(filepath.Dir(bin)))
 	if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -385,10 +389,20 @@ func TestConformanceImages(t *testing.T) {
 			t.Fatalf("setpriv %v: %v: %s", c.args, err, out)
 		}
 		if string(out) != c.want {
-			if c.want == "Effective uid: 0\n" && string(out) == "Effective uid: 1000\n" && os.Getenv("NODEKIT_REQUIRE_INTEGRATION") == "" {
-				t.Skipf("the temp dir does not honour setuid (nosuid mount?): %q", out)
-			}
 			t.Errorf("setpriv %v: %q, want %q", c.args, out, c.want)
 		}
 	}
+}
+
+// honoursSetuid says why a setuid binary in dir would not run with its
+// owner's uid: dir is on a file system mounted nosuid.
+func honoursSetuid(dir string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	if st.Flags&unix.ST_NOSUID != 0 {
+		return fmt.Errorf("%s is on a file system mounted nosuid", dir)
+	}
+	return nil
 }

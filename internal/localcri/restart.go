@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -37,21 +35,10 @@ func (c *Containerd) Restart(ctx context.Context) error {
 		}
 	}
 	logger.V(1).Info("containerd stopped; its shims keep running", "pid", c.st.PID, "duration", time.Since(t0))
-	pid, done, err := spawn(l, bins, c.st, c.detach)
-	if err != nil {
+	if _, err := c.launch(ctx, l, bins); err != nil {
 		return fmt.Errorf("restart containerd: %w", err)
 	}
-	c.st.PID, c.done = pid, done
-	if err := writeState(l, c.st); err != nil {
-		return fmt.Errorf("restart containerd: %w", err)
-	}
-	if err := os.WriteFile(l.pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		return fmt.Errorf("restart containerd: write pidfile: %w", err)
-	}
-	if _, err := waitReady(ctx, c, l); err != nil {
-		return fmt.Errorf("restart containerd: %w", err)
-	}
-	logger.V(1).Info("containerd is ready again", "pid", pid, "duration", time.Since(t0))
+	logger.V(1).Info("containerd is ready again", "pid", c.st.PID, "duration", time.Since(t0))
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package localcri
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -87,7 +86,7 @@ func (c *Containerd) stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := unmountUnder(st.Dir); err != nil {
+	if _, err := fsutil.UnmountUnder(st.Dir); err != nil {
 		errs = append(errs, err)
 	}
 	if st.Bridge != "" {
@@ -337,39 +336,4 @@ func processMatches(pid int, config string) bool {
 		}
 	}
 	return false
-}
-
-// unmountUnder lazily unmounts every mount point under dir, deepest first.
-func unmountUnder(dir string) error {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return fmt.Errorf("read mounts: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	prefix := filepath.Clean(dir) + "/"
-	var mounts []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 64*1024), 1024*1024)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := fsutil.UnescapeMountPath(fields[4])
-		if strings.HasPrefix(mp, prefix) {
-			mounts = append(mounts, mp)
-		}
-	}
-	if err := s.Err(); err != nil {
-		return fmt.Errorf("read mounts: %w", err)
-	}
-	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
-	var errs []error
-	for _, mp := range mounts {
-		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil &&
-			!errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // The minimal unit set: the start target pulls in the system bus and
@@ -115,22 +117,17 @@ type cgroupMount struct {
 // cgroupMounts lists the host's cgroup and cgroup2 mounts, and a tmpfs
 // at /sys/fs/cgroup (the v1 and hybrid layouts), in mount order.
 func cgroupMounts() ([]cgroupMount, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	all, err := fsutil.Mounts()
 	if err != nil {
 		return nil, fmt.Errorf("localsystemd: %w", err)
 	}
 	var out []cgroupMount
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || len(g) < 3 {
-			continue
-		}
+	for _, m := range all {
 		switch {
-		case g[0] == "cgroup" || g[0] == "cgroup2":
-			out = append(out, cgroupMount{dir: f[4], fstype: g[0], opts: superOptions(g[0], g[2])})
-		case g[0] == "tmpfs" && f[4] == "/sys/fs/cgroup":
-			out = append(out, cgroupMount{dir: f[4], fstype: "tmpfs", opts: "mode=755"})
+		case m.FSType == "cgroup" || m.FSType == "cgroup2":
+			out = append(out, cgroupMount{dir: m.Point, fstype: m.FSType, opts: superOptions(m.FSType, m.SuperOptions)})
+		case m.FSType == "tmpfs" && m.Point == "/sys/fs/cgroup":
+			out = append(out, cgroupMount{dir: m.Point, fstype: "tmpfs", opts: "mode=755"})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].dir) < len(out[j].dir) })
