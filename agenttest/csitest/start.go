@@ -44,6 +44,9 @@ type Options struct {
 	ExpandVolume bool
 	// BlockSize is the size of a new block volume's file (0: 16 MiB).
 	BlockSize int64
+	// SingleNodeMultiWriter: the driver advertises
+	// SINGLE_NODE_MULTI_WRITER (AccessModes shows the modes it got).
+	SingleNodeMultiWriter bool
 }
 
 // Process is a running driver.
@@ -85,6 +88,9 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	}
 	if o.ExpandVolume {
 		args = append(args, "-expand-volume")
+	}
+	if o.SingleNodeMultiWriter {
+		args = append(args, "-single-node-multi-writer")
 	}
 	if o.BlockSize > 0 {
 		args = append(args, "-block-size", fmt.Sprint(o.BlockSize))

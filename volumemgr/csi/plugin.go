@@ -90,6 +90,10 @@ type Plugin struct {
 	// (selinux.go).
 	seLinuxMu sync.Mutex
 	seLinux   map[string]map[types.UID]string
+	// wanted holds, by pod volume directory, the persistent volume
+	// whose set-up began there and which is not torn down (wanted.go).
+	wantedMu sync.Mutex
+	wanted   map[string]wantedVolume
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -163,7 +167,7 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 		cfg.SELinux = selinux.Host{}
 	}
 	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{},
-		dirs: map[string]string{}, seLinux: map[string]map[types.UID]string{}}, nil
+		dirs: map[string]string{}, seLinux: map[string]map[types.UID]string{}, wanted: map[string]wantedVolume{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -208,6 +212,7 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	}
 	defer nameStep(&err, src, req.Volume.Name)
 	defer p.cfg.Metrics.operation(src.driver, operationName(src.block, "volume_mount", "map_volume"))(&err)
+	p.want(src, req.Dir) // wanted.go
 	pol, err := p.policy(ctx, src)
 	if err != nil {
 		return nil, err
@@ -229,6 +234,9 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
+	if src.mode, err = driverAccessMode(ctx, c, src); err != nil { // accessmode.go
+		return nil, err
+	}
 	data := p.volumeData(req, src)
 	if src.block {
 		defer p.lock(src.driver, src.handle)()
@@ -287,6 +295,11 @@ func (p *Plugin) setUpMount(ctx context.Context, c *nodeClient, req *volumemgr.S
 	}
 	defer p.lock(src.driver, src.handle)()
 	target := filepath.Join(req.Dir, "mount")
+	if !p.isPublished(target) {
+		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MountVolume.SetUp"); err != nil { // accessmode.go
+			return nil, err
+		}
+	}
 	capability, label, err := p.contextCapability(req, src, pol, mountGroup, data) // selinux.go
 	if err != nil {
 		return nil, err
