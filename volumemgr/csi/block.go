@@ -122,6 +122,7 @@ func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.S
 	data, publishContext map[string]string) (*volumemgr.SetUpResult, error) {
 	spec := data[keySpecName]
 	target := p.blockPublishPath(spec, req.Pod.UID)
+	p.want(src, req.Dir) // wanted.go
 	if !p.isPublished(target) {
 		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MapVolume.SetUpDevice"); err != nil { // accessmode.go
 			return nil, err

@@ -212,7 +212,6 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	}
 	defer nameStep(&err, src, req.Volume.Name)
 	defer p.cfg.Metrics.operation(src.driver, operationName(src.block, "volume_mount", "map_volume"))(&err)
-	p.want(src, req.Dir) // wanted.go
 	pol, err := p.policy(ctx, src)
 	if err != nil {
 		return nil, err
@@ -295,16 +294,19 @@ func (p *Plugin) setUpMount(ctx context.Context, c *nodeClient, req *volumemgr.S
 	}
 	defer p.lock(src.driver, src.handle)()
 	target := filepath.Join(req.Dir, "mount")
-	if !p.isPublished(target) {
-		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MountVolume.SetUp"); err != nil { // accessmode.go
-			return nil, err
-		}
-	}
 	capability, label, err := p.contextCapability(req, src, pol, mountGroup, data) // selinux.go
 	if err != nil {
 		return nil, err
 	}
 	defer p.forgetSELinuxOnFailure(&err, src, req.Pod.UID, target)
+	// Past the SELinux check (upstream's desired state): the pod wants
+	// the volume, and may get it if it is not another pod's alone.
+	p.want(src, req.Dir) // wanted.go
+	if !p.isPublished(target) {
+		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MountVolume.SetUp"); err != nil { // accessmode.go
+			return nil, err
+		}
+	}
 	p.rememberDir(req.Pod.UID, req.Volume.Name, filepath.Base(req.Dir))
 	staging, err := p.publishOnce(ctx, c, req, src, pol, capability, target, data, publishContext)
 	if err != nil {

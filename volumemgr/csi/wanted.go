@@ -13,11 +13,13 @@ type wantedVolume struct {
 }
 
 // want records that the pod volume directory dir (SetUpRequest.Dir) wants
-// the persistent volume src from its first set-up until its tear-down,
-// published or not: the volume stays staged while a pod on the node wants
-// it, as upstream keeps a device mounted while its desired state has a
-// pod for it (a second pod of a ReadWriteOncePod volume waiting for the
-// first to go publishes it without a new stage).
+// the persistent volume src, from its first set-up that got the volume's
+// lock (and past the SELinux label check, which upstream makes in its
+// desired state) until its tear-down, published or not: the volume stays
+// staged while a pod on the node wants it, as upstream keeps a device
+// mounted while its desired state has a pod for it (a second pod of a
+// ReadWriteOncePod volume waiting for the first to go publishes it
+// without a new stage). The caller holds the volume's lock.
 func (p *Plugin) want(src *source, dir string) {
 	if src.pv == nil {
 		return // inline volumes are not staged
