@@ -62,8 +62,12 @@ func TestReadWriteOncePod(t *testing.T) {
 	first, second := rwopPods(t, e, m, ev, "MountVolume.SetUp", "pv-1", pod)
 	target := func(uid types.UID) string { return filepath.Join(volDir(e.root, string(uid), "pv-1"), "mount") }
 	stage := "NodeStageVolume vol-1 " + stagingRel("vol-1")
-	publish := func(uid types.UID) string { return "NodePublishVolume vol-1 " + strings.TrimPrefix(target(uid), e.root+"/") }
-	unpublish := func(uid types.UID) string { return "NodeUnpublishVolume vol-1 " + strings.TrimPrefix(target(uid), e.root+"/") }
+	publish := func(uid types.UID) string {
+		return "NodePublishVolume vol-1 " + strings.TrimPrefix(target(uid), e.root+"/")
+	}
+	unpublish := func(uid types.UID) string {
+		return "NodeUnpublishVolume vol-1 " + strings.TrimPrefix(target(uid), e.root+"/")
+	}
 	if got := e.calls(); !slices.Equal(got, []string{stage, publish(first)}) {
 		t.Errorf("calls %q, want the first pod's stage and publish only", got)
 	}
