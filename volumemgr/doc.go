@@ -31,7 +31,11 @@
 // are found as volumes too, each forgotten once the re-added pod's volume
 // sets up with that entry as its device; CSI volumes
 // (persistentVolumeClaim, ephemeral, csi) come from the plugin in
-// volumemgr/csi, given in Config.Plugins. Without a plugin for a volume
+// volumemgr/csi, given in Config.Plugins (which also keeps a PV whose
+// only access mode is ReadWriteOncePod to one pod on the node, as
+// upstream's mount operation: another pod's set-up fails with a
+// FailedMount event and is retried until the first pod's volume is torn
+// down). Without a plugin for a volume
 // WaitForAttachAndMount fails at once for a pod using it, with upstream's
 // "failed to process volumes=[...]: ... no volume plugin matched" (the pod worker reports it as FailedMount and retries with
 // back-off; the pod stays in ContainerCreating), and the reconciler never

@@ -39,7 +39,10 @@
 // options (a real context= mount on an SELinux host; publish bind-mounts
 // it as before), and the content goes with the unstage. The access mode
 // of each stage and publish is logged to STATE/access_mode.log ("RPC
-// VOLUME MODE", Process.AccessModes).
+// VOLUME MODE", Process.AccessModes); with -single-node-multi-writer
+// (Options.SingleNodeMultiWriter) the driver advertises
+// SINGLE_NODE_MULTI_WRITER, for which the agent sends the modes
+// SINGLE_NODE_MULTI_WRITER and SINGLE_NODE_SINGLE_WRITER.
 //
 // Build and Start (start.go) build the command with `go build` and run it
 // from tests; Calls, Secrets, PublishContexts and Fail read and write the

@@ -43,6 +43,10 @@ type Config struct {
 	// BlockSize is the size of a new block volume's file; 0 means
 	// DefaultBlockSize.
 	BlockSize int64
+	// SingleNodeMultiWriter advertises SINGLE_NODE_MULTI_WRITER: the
+	// driver takes the access modes SINGLE_NODE_SINGLE_WRITER and
+	// SINGLE_NODE_MULTI_WRITER (AccessModeLogFile shows which it got).
+	SingleNodeMultiWriter bool
 	// Clock stamps TimedCallLogFile's lines; nil means the real clock.
 	Clock clock.PassiveClock
 	// StageTmpfs stages a file system volume on a tmpfs of its own,
@@ -246,8 +250,8 @@ func (s *Server) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb
 }
 
 // NodeGetCapabilities reports STAGE_UNSTAGE_VOLUME and, unless
-// Config.NoVolumeStats, GET_VOLUME_STATS; VOLUME_MOUNT_GROUP and
-// EXPAND_VOLUME as configured.
+// Config.NoVolumeStats, GET_VOLUME_STATS; VOLUME_MOUNT_GROUP,
+// EXPAND_VOLUME and SINGLE_NODE_MULTI_WRITER as configured.
 func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilitiesRequest) (*csipb.NodeGetCapabilitiesResponse, error) {
 	types := []csipb.NodeServiceCapability_RPC_Type{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME}
 	if !s.cfg.NoVolumeStats {
@@ -258,6 +262,9 @@ func (s *Server) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 	}
 	if s.cfg.ExpandVolume {
 		types = append(types, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
+	}
+	if s.cfg.SingleNodeMultiWriter {
+		types = append(types, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	}
 	var caps []*csipb.NodeServiceCapability
 	for _, t := range types {

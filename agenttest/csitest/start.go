@@ -59,6 +59,9 @@ type Options struct {
 	// StageTmpfs: a file system volume is staged on a tmpfs of its own
 	// mounted with the capability's mount flags (Config.StageTmpfs).
 	StageTmpfs bool
+	// SingleNodeMultiWriter: the driver advertises
+	// SINGLE_NODE_MULTI_WRITER (AccessModes shows the modes it got).
+	SingleNodeMultiWriter bool
 }
 
 // Process is a running driver.
@@ -103,6 +106,9 @@ func Start(t testing.TB, bin string, o Options) *Process {
 	}
 	if o.StageTmpfs {
 		args = append(args, "-stage-tmpfs")
+	}
+	if o.SingleNodeMultiWriter {
+		args = append(args, "-single-node-multi-writer")
 	}
 	if o.BlockSize > 0 {
 		args = append(args, "-block-size", fmt.Sprint(o.BlockSize))

@@ -25,6 +25,10 @@ type csiSBSAgent struct {
 	env              *env // the shared client and this agent's containerd
 	proc             *agentProcess
 	drv              *csitest.Process
+	// driverBin is the test driver's binary; extra are drivers a test
+	// starts beside drv.
+	driverBin string
+	extra     []*csitest.Process
 }
 
 // startCSISideBySide starts a control plane with kube-controller-manager
@@ -72,7 +76,7 @@ func startCSISideBySide(t *testing.T, prefix, extraConfig string, o csitest.Opti
 		if do.Name == "" {
 			do.Name = csiTestDriver
 		}
-		a.drv = csitest.Start(t, driverBin, do)
+		a.drv, a.driverBin = csitest.Start(t, driverBin, do), driverBin
 		a.env = &env{client: client, cri: cri, rootDir: a.root}
 	}
 	for _, a := range agents {

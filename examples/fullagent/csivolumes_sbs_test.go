@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -30,13 +29,15 @@ import (
 // gives it to group 0, ro
 // mounts a claim readOnly, eph has a generic ephemeral volume, inl a CSI
 // inline volume, fail a claim whose NodePublishVolume the driver fails
-// until told to recover, and failstage one whose NodeStageVolume it
-// fails as long.
-var csiVolPods = []string{"data", "ro", "eph", "inl", "fail", "failstage"}
+// until told to recover, failstage one whose NodeStageVolume it
+// fails as long, rwop a ReadWriteOncePod claim (which rwop2, created
+// later, asks for too), and fsg (fsGroup 1234) the claims of fsgClaims
+// on the two extra drivers (csirwop_sbs_test.go).
+var csiVolPods = []string{"data", "ro", "eph", "inl", "fail", "failstage", "rwop", "fsg"}
 
 // csiVolClaims are the kinds of pods of csiVolPods with a static PV of
 // their own: PVKIND-AGENT, volume handle VOLKIND-AGENT.
-var csiVolClaims = []string{"data", "ro", "fail", "failstage", "eph"}
+var csiVolClaims = []string{"data", "ro", "fail", "failstage", "eph", "rwop"}
 
 // publishFailures is how many NodePublishVolume calls of the fail pod's
 // volume the driver fails before it recovers.
@@ -63,6 +64,12 @@ const publishFailures = 5
 // claim reading the file written before (fsGroupChangePolicy
 // OnRootMismatch leaving its group as it is);
 // when the driver goes, the CSINode entry and the annotation removed.
+// Two more drivers (csirwop_sbs_test.go), one with
+// SINGLE_NODE_MULTI_WRITER, one with fsGroupPolicy None, show the access
+// modes each gets and the fsGroup the node applies by policy and access
+// mode; a second pod bound by nodeName to a ReadWriteOncePod claim in use
+// is refused (its state and FailedMount event, the first pod
+// unaffected) until the first pod is deleted, and then runs.
 func TestCSIVolumesSideBySide(t *testing.T) {
 	cp, agents := startCSISideBySide(t, "vol", "", csitest.Options{Topology: map[string]string{"topology.csi.nodekit.test/zone": "z1"}})
 	client := cp.AdminClient()
@@ -81,6 +88,7 @@ func TestCSIVolumesSideBySide(t *testing.T) {
 		got[a.name] = append(got[a.name], observeRegistration(t, client, a)...)
 		createVolumeClaims(t, a)
 	}
+	startExtraDrivers(t, client, agents) // csirwop_sbs_test.go
 	for _, a := range agents {
 		uids[a.name] = startVolumePods(t, a)
 	}
@@ -92,6 +100,10 @@ func TestCSIVolumesSideBySide(t *testing.T) {
 	}
 	for _, a := range agents {
 		got[a.name] = append(got[a.name], observeVolumesRunning(t, a, uids[a.name])...)
+		got[a.name] = append(got[a.name], observeFSGroups(t, a, uids[a.name])...)
+	}
+	for name, lines := range observeRWOPRefused(t, agents, uids) {
+		got[name] = append(got[name], lines...)
 	}
 	for _, a := range agents {
 		for _, kind := range csiVolPods {
@@ -99,6 +111,9 @@ func TestCSIVolumesSideBySide(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	for name, lines := range observeRWOPHandover(t, agents) {
+		got[name] = append(got[name], lines...)
 	}
 	for _, a := range agents {
 		got[a.name] = append(got[a.name], observeVolumesGone(t, a, uids[a.name])...)
@@ -108,6 +123,9 @@ func TestCSIVolumesSideBySide(t *testing.T) {
 	}
 	for _, a := range agents {
 		a.drv.Stop()
+		for _, d := range a.extra {
+			d.Stop()
+		}
 	}
 	for _, a := range agents {
 		got[a.name] = append(got[a.name], observeDeregistered(t, client, a)...)
@@ -167,10 +185,11 @@ func createVolumeClaims(t *testing.T, a *csiSBSAgent) {
 		if kind == "eph" {
 			continue
 		}
-		if _, err := a.env.client.CoreV1().PersistentVolumeClaims("default").Create(t.Context(),
-			&v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim}, Spec: claimSpec("static")}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+		mode := v1.ReadWriteOnce
+		if kind == "rwop" {
+			mode = v1.ReadWriteOncePod
 		}
+		createClaim(t, a, claim, mode)
 		if kind != "ro" {
 			waitClaimBound(t, a, claim)
 		}
@@ -180,7 +199,7 @@ func createVolumeClaims(t *testing.T, a *csiSBSAgent) {
 // createClaimPV creates the PV of a kind of csiVolClaims, bound ahead to
 // claim; the access modes of ro's are [ReadOnlyMany ReadWriteOnce],
 // eph's [ReadWriteOnce ReadWriteMany] (upstream passes the first to the
-// driver), the others' [ReadWriteOnce].
+// driver), rwop's [ReadWriteOncePod], the others' [ReadWriteOnce].
 func createClaimPV(t *testing.T, a *csiSBSAgent, kind, claim string) {
 	t.Helper()
 	createPV(t, a.env, "pv"+kind+"-"+a.name, "vol"+kind+"-"+a.name, "static", func(pv *v1.PersistentVolume) {
@@ -190,6 +209,8 @@ func createClaimPV(t *testing.T, a *csiSBSAgent, kind, claim string) {
 			pv.Spec.AccessModes = []v1.PersistentVolumeAccessMode{v1.ReadOnlyMany, v1.ReadWriteOnce}
 		case "eph":
 			pv.Spec.AccessModes = []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce, v1.ReadWriteMany}
+		case "rwop":
+			pv.Spec.AccessModes = []v1.PersistentVolumeAccessMode{v1.ReadWriteOncePod}
 		}
 	})
 }
@@ -263,6 +284,11 @@ func volumePod(a *csiSBSAgent, kind string) *v1.Pod {
 	case "ro", "fail", "failstage":
 		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, "sleep 3600")
 		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: claim(kind, kind == "ro")}}
+	case "rwop", "rwop2":
+		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, "sleep 3600")
+		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: claim("rwop", false)}}
+	case "fsg":
+		p = fsgPod(a) // csirwop_sbs_test.go
 	case "eph":
 		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, "echo e > /data/e && sleep 3600")
 		p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{
@@ -271,7 +297,9 @@ func volumePod(a *csiSBSAgent, kind string) *v1.Pod {
 		p = simplePod(kind+"-"+a.name, v1.RestartPolicyNever, "echo i > /data/i && sleep 3600")
 		p.Spec.Volumes = []v1.Volume{{Name: "inline", VolumeSource: v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: csiTestDriver}}}}
 	}
-	p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: p.Spec.Volumes[0].Name, MountPath: "/data"}}
+	if len(p.Spec.Containers[0].VolumeMounts) == 0 {
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: p.Spec.Volumes[0].Name, MountPath: "/data"}}
+	}
 	p.Namespace, p.Spec.NodeName = "default", a.node
 	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](1)
 	return p
@@ -400,6 +428,9 @@ func volumeNorm(a *csiSBSAgent, uids map[string]types.UID) *strings.Replacer {
 	for _, kind := range csiVolClaims {
 		r = append(r, stagingHash("vol"+kind+"-"+a.name), "SHA256(vol"+kind+")")
 	}
+	for _, c := range fsgClaims {
+		r = append(r, stagingHash("vol"+c.kind+"-"+a.name), "SHA256(vol"+c.kind+")")
+	}
 	return strings.NewReplacer(append(r, a.name, "NAME")...)
 }
 
@@ -475,7 +506,7 @@ func pollUntil(t *testing.T, timeout time.Duration, cond func() bool) bool {
 // volume (but NodeGetVolumeStats), the CSI mounts left, and volumesInUse.
 func observeVolumesGone(t *testing.T, a *csiSBSAgent, uids map[string]types.UID) []string {
 	t.Helper()
-	for _, kind := range csiVolPods {
+	for _, kind := range append(slices.Clone(csiVolPods), "rwop2") {
 		poll(t, 90*time.Second, "pod "+kind+"-"+a.name+" gone", func(ctx context.Context) (bool, error) {
 			_, err := a.env.client.CoreV1().Pods("default").Get(ctx, kind+"-"+a.name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
@@ -485,18 +516,14 @@ func observeVolumesGone(t *testing.T, a *csiSBSAgent, uids map[string]types.UID)
 	for _, kind := range csiVolClaims {
 		waitCall(t, a.drv, "NodeUnstageVolume vol"+kind+"-"+a.name+" ")
 	}
-	norm := volumeNorm(a, uids)
-	// Each volume's calls in order (the volumes' operations run in
-	// parallel: their interleaving is not compared).
-	byVolume := map[string][]string{}
-	for _, c := range driverCalls(t, a.drv) {
-		if f := strings.Fields(norm.Replace(c)); len(f) == 3 && f[0] != "NodeGetVolumeStats" && f[0] != "NodeGetInfo" {
-			byVolume[f[1]] = append(byVolume[f[1]], f[0]+" "+f[2])
-		}
+	for _, c := range fsgClaims {
+		waitCall(t, a.extraDriver(c.driver), "NodeUnstageVolume vol"+c.kind+"-"+a.name+" ")
 	}
-	out := []string{"after delete: driver calls:"}
-	for _, vol := range sorted(slices.Collect(maps.Keys(byVolume))) {
-		out = append(out, "  "+vol+": "+strings.Join(byVolume[vol], "; "))
+	norm := volumeNorm(a, uids)
+	out := append([]string{"after delete: driver calls:"}, callsByVolume(t, a.drv, norm)...)
+	for _, d := range a.extra {
+		out = append(out, "after delete: "+d.Name+" calls:")
+		out = append(out, callsByVolume(t, d, norm)...)
 	}
 	modes, err := a.drv.AccessModes()
 	if err != nil {

@@ -121,6 +121,13 @@ func blockCapability(mode csipb.VolumeCapability_AccessMode_Mode) *csipb.VolumeC
 func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.SetUpRequest, src *source, pol *driverPolicy,
 	data, publishContext map[string]string) (*volumemgr.SetUpResult, error) {
 	spec := data[keySpecName]
+	target := p.blockPublishPath(spec, req.Pod.UID)
+	p.want(src, req.Dir) // wanted.go
+	if !p.isPublished(target) {
+		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MapVolume.SetUpDevice"); err != nil { // accessmode.go
+			return nil, err
+		}
+	}
 	p.rememberBlock(req.Pod.UID, req.Volume.Name, spec)
 	dataDir := p.blockDataDir(spec)
 	if err := os.MkdirAll(dataDir, 0o750); err != nil {
@@ -130,7 +137,6 @@ func (p *Plugin) setUpBlock(ctx context.Context, c *nodeClient, req *volumemgr.S
 		return nil, errors.New(logf("csi.NewBlockVolumeMapper failed to save volume info data: %v", err))
 	}
 	capability := blockCapability(src.mode)
-	target := p.blockPublishPath(spec, req.Pod.UID)
 	staging := ""
 	staged, err := c.hasCapability(ctx, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 	if err != nil {
@@ -254,7 +260,7 @@ func (p *Plugin) tearDownBlock(ctx context.Context, c *nodeClient, req *volumemg
 		p.rememberBlock(req.PodUID, req.VolumeName, "")
 	}
 	inUse, err := p.blockPublishedElsewhere(spec, driver, handle)
-	if err != nil || inUse {
+	if err != nil || inUse || p.isWanted(driver, handle) {
 		return err
 	}
 	staging := p.blockStagingPath(spec)

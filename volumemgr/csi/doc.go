@@ -115,11 +115,37 @@
 // failed for volume PV : ..." for a NodeStageVolume error,
 // "MountVolume.SetUp failed ..." for NodePublishVolume and the rest
 // (MapVolume.SetUpDevice and MapVolume.MapPodDevice for a block volume).
-// The volume capability's access mode is that of the PV's first access
-// mode (ReadWriteOnce and ReadWriteOncePod as SINGLE_NODE_WRITER), as
-// upstream maps it for a driver without the SINGLE_NODE_MULTI_WRITER
-// capability; unlike upstream, a driver with that capability gets the
-// same modes (not SINGLE_NODE_MULTI_WRITER / SINGLE_NODE_SINGLE_WRITER).
+// The volume capability's access mode is the PV's first access mode
+// (ReadWriteOnce for an inline volume or a PV with none), mapped as
+// upstream maps it (accessmode.go): for a driver whose node service has
+// the SINGLE_NODE_MULTI_WRITER capability (asked at each SetUp)
+// ReadWriteOnce is SINGLE_NODE_MULTI_WRITER and ReadWriteOncePod
+// SINGLE_NODE_SINGLE_WRITER; for any other driver both are
+// SINGLE_NODE_WRITER.
+//
+// ReadWriteOncePod: a PV whose only access mode is ReadWriteOncePod is
+// published for one pod on the node at a time, as upstream's mount
+// operation enforces it (the scheduler does too, but a pod bound by
+// nodeName or a static pod never meets it): another pod's SetUp fails
+// with upstream's "MountVolume.SetUp failed for volume PV : volume uses
+// the ReadWriteOncePod access mode and is already in use by another pod"
+// (MapVolume.SetUpDevice for a raw block volume), retried with back-off
+// until the first pod's volume is torn down. It is checked under the
+// volume's lock, against the mount table (another pod's published
+// target), so that pods set up at once or left by an earlier run count;
+// upstream checks its actual state, where a mount of uncertain outcome
+// counts as well. A volume stays staged while a pod on the node wants it
+// (wanted.go: from its set-up to its tear-down, published or not, past
+// the SELinux label check), as upstream keeps a device mounted while its
+// desired state has a pod for it: the waiting pod then only publishes.
+//
+// fsGroup (appliesFSGroup, as upstream's supportsFSGroup): the node
+// changes a volume's ownership to the pod's fsGroup unless the CSIDriver's
+// fsGroupPolicy is None, the volume is read-only or the driver has
+// VOLUME_MOUNT_GROUP (it is given the group instead); with File always,
+// with ReadWriteOnceWithFSType (the default, and without a CSIDriver
+// object) only for a volume with an fsType that is inline or whose PV
+// lists ReadWriteOnce or ReadWriteOncePod.
 //
 // It does not watch the plugin directory (a plugin watcher does and calls
 // Handler) and does not attach volumes itself (upstream's kubelet does

@@ -90,6 +90,10 @@ type Plugin struct {
 	// (selinux.go).
 	seLinuxMu sync.Mutex
 	seLinux   map[string]map[types.UID]string
+	// wanted holds, by pod volume directory, the persistent volume
+	// whose set-up began there and which is not torn down (wanted.go).
+	wantedMu sync.Mutex
+	wanted   map[string]wantedVolume
 }
 
 func (p *Plugin) isPublished(target string) bool {
@@ -163,7 +167,7 @@ func NewPlugin(cfg PluginConfig) (*Plugin, error) {
 		cfg.SELinux = selinux.Host{}
 	}
 	return &Plugin{cfg: cfg, locks: map[string]*volumeLock{}, published: map[string]bool{}, blockSpecs: map[string]string{},
-		dirs: map[string]string{}, seLinux: map[string]map[types.UID]string{}}, nil
+		dirs: map[string]string{}, seLinux: map[string]map[types.UID]string{}, wanted: map[string]wantedVolume{}}, nil
 }
 
 // Name is upstream's plugin name.
@@ -229,6 +233,9 @@ func (p *Plugin) SetUp(ctx context.Context, req *volumemgr.SetUpRequest) (res *v
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
+	if src.mode, err = driverAccessMode(ctx, c, src); err != nil { // accessmode.go
+		return nil, err
+	}
 	data := p.volumeData(req, src)
 	if src.block {
 		defer p.lock(src.driver, src.handle)()
@@ -292,6 +299,14 @@ func (p *Plugin) setUpMount(ctx context.Context, c *nodeClient, req *volumemgr.S
 		return nil, err
 	}
 	defer p.forgetSELinuxOnFailure(&err, src, req.Pod.UID, target)
+	// Past the SELinux check (upstream's desired state): the pod wants
+	// the volume, and may get it if it is not another pod's alone.
+	p.want(src, req.Dir) // wanted.go
+	if !p.isPublished(target) {
+		if err := p.checkSinglePod(ctx, src, req.Pod.UID, "MountVolume.SetUp"); err != nil { // accessmode.go
+			return nil, err
+		}
+	}
 	p.rememberDir(req.Pod.UID, req.Volume.Name, filepath.Base(req.Dir))
 	staging, err := p.publishOnce(ctx, c, req, src, pol, capability, target, data, publishContext)
 	if err != nil {

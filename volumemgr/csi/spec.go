@@ -28,8 +28,12 @@ type source struct {
 	fsType       string
 	mountOptions []string
 	readOnly     bool
-	mode         csipb.VolumeCapability_AccessMode_Mode
-	lifecycle    storagev1.VolumeLifecycleMode
+	// accessMode is the PV's first access mode (ReadWriteOnce when it
+	// has none, and for an inline volume), as upstream gives the driver;
+	// mode is the CSI one SetUp maps it to for the driver (accessmode.go).
+	accessMode v1.PersistentVolumeAccessMode
+	mode       csipb.VolumeCapability_AccessMode_Mode
+	lifecycle  storagev1.VolumeLifecycleMode
 	// stageSecret and publishSecret name the secrets the driver gets in
 	// NodeStageVolume and NodePublishVolume (nil: none).
 	stageSecret, publishSecret *v1.SecretReference
@@ -94,7 +98,7 @@ func (p *Plugin) resolveSource(ctx context.Context, pod *v1.Pod, vol *v1.Volume)
 	return &source{block: block, pvc: pvc,
 		driver: c.Driver, handle: c.VolumeHandle, attributes: c.VolumeAttributes, fsType: c.FSType,
 		mountOptions: pv.Spec.MountOptions, readOnly: readOnly || c.ReadOnly,
-		mode: accessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent,
+		accessMode: firstAccessMode(pv.Spec.AccessModes), lifecycle: storagev1.VolumeLifecyclePersistent,
 		stageSecret: c.NodeStageSecretRef, publishSecret: c.NodePublishSecretRef, pv: pv,
 	}, nil
 }
@@ -103,7 +107,7 @@ func inlineSource(pod *v1.Pod, vol *v1.Volume) *source {
 	c := vol.CSI
 	s := &source{
 		driver: c.Driver, handle: inlineHandle(string(pod.UID), vol.Name), attributes: c.VolumeAttributes,
-		mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, lifecycle: storagev1.VolumeLifecycleEphemeral,
+		accessMode: v1.ReadWriteOnce, lifecycle: storagev1.VolumeLifecycleEphemeral,
 	}
 	if c.FSType != nil {
 		s.fsType = *c.FSType
@@ -177,25 +181,6 @@ func (p *Plugin) boundVolume(ctx context.Context, pvc *v1.PersistentVolumeClaim)
 	return pv, nil
 }
 
-// accessMode maps a PV's access modes to the CSI one as upstream does for
-// a driver without SINGLE_NODE_MULTI_WRITER: the first of them counts
-// (ReadWriteOnce when there is none), ReadWriteOncePod as ReadWriteOnce.
-func accessMode(modes []v1.PersistentVolumeAccessMode) csipb.VolumeCapability_AccessMode_Mode {
-	mode := v1.ReadWriteOnce
-	if len(modes) > 0 {
-		mode = modes[0]
-	}
-	switch mode {
-	case v1.ReadWriteOnce, v1.ReadWriteOncePod:
-		return csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
-	case v1.ReadOnlyMany:
-		return csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
-	case v1.ReadWriteMany:
-		return csipb.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
-	}
-	return csipb.VolumeCapability_AccessMode_UNKNOWN
-}
-
 // driverPolicy is what the CSIDriver object says, with upstream's defaults
 // when there is none.
 type driverPolicy struct {
@@ -250,7 +235,10 @@ func (p *Plugin) policy(ctx context.Context, s *source) (*driverPolicy, error) {
 }
 
 // appliesFSGroup reports whether the node changes the volume's ownership,
-// as upstream's supportsFSGroup.
+// as upstream's supportsFSGroup: never with the policy None or for a
+// read-only volume, always with File, and with ReadWriteOnceWithFSType
+// for a volume with an fsType that is inline or whose PV lists
+// ReadWriteOnce or ReadWriteOncePod.
 func (s *source) appliesFSGroup(pod *v1.Pod, pol storagev1.FSGroupPolicy) bool {
 	if pod.Spec.SecurityContext == nil || pod.Spec.SecurityContext.FSGroup == nil || pol == storagev1.NoneFSGroupPolicy || s.readOnly {
 		return false
@@ -264,5 +252,5 @@ func (s *source) appliesFSGroup(pod *v1.Pod, pol storagev1.FSGroupPolicy) bool {
 	if s.pv == nil {
 		return true
 	}
-	return slices.Contains(s.pv.Spec.AccessModes, v1.ReadWriteOnce)
+	return slices.Contains(s.pv.Spec.AccessModes, v1.ReadWriteOnce) || slices.Contains(s.pv.Spec.AccessModes, v1.ReadWriteOncePod)
 }

@@ -21,6 +21,7 @@ import (
 // It is observed as upstream's "volume_unmount", and the unstage as
 // "unmount_device" (a block volume: "unmap_volume" and "unmap_device").
 func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (err error) {
+	wanted, wasWanted := p.unwant(req.Dir) // wanted.go
 	data, spec, err := p.tearDownData(req)
 	if errors.Is(err, fs.ErrNotExist) {
 		if spec != "" { // a block volume with no vol_data.json: nothing to call the driver on
@@ -37,6 +38,9 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 			return err
 		}
 		p.forgetDir(req.PodUID, filepath.Base(req.Dir))
+		if wasWanted {
+			return p.unstageUnwanted(ctx, wanted)
+		}
 		return nil
 	}
 	if err != nil {
@@ -106,14 +110,15 @@ func (p *Plugin) tearDownData(req *volumemgr.TearDownRequest) (map[string]string
 }
 
 // unstageIfUnused calls NodeUnstageVolume once no pod directory publishes
-// the volume any more, and removes the staging directories.
+// the volume any more and no pod wants it (wanted.go), and removes the
+// staging directories.
 func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, handle string) (err error) {
 	staging := p.stagingDir(driver, handle)
 	if _, err := os.Stat(filepath.Join(filepath.Dir(staging), volDataFile)); errors.Is(err, fs.ErrNotExist) {
 		return nil // not staged
 	}
 	inUse, err := p.publishedElsewhere(driver, handle)
-	if err != nil || inUse {
+	if err != nil || inUse || p.isWanted(driver, handle) {
 		return err
 	}
 	defer p.cfg.Metrics.operation(driver, "unmount_device")(&err)
@@ -133,18 +138,27 @@ func (p *Plugin) unstageIfUnused(ctx context.Context, c *nodeClient, driver, han
 // publishedElsewhere reports whether a pod volume directory still holds a
 // vol_data.json naming the volume.
 func (p *Plugin) publishedElsewhere(driver, handle string) (bool, error) {
+	dirs, err := p.podVolumeDirs(driver, handle)
+	return len(dirs) > 0, err
+}
+
+// podVolumeDirs returns the pod volume directories
+// (ROOT/pods/UID/volumes/kubernetes.io~csi/NAME) whose vol_data.json
+// names the volume.
+func (p *Plugin) podVolumeDirs(driver, handle string) ([]string, error) {
 	files, err := filepath.Glob(filepath.Join(p.cfg.RootDir, "pods", "*", "volumes", volumemgr.EscapePluginName(PluginName), "*", volDataFile))
 	if err != nil {
-		return false, err
+		return nil, err
 	}
+	var out []string
 	for _, f := range files {
 		data, err := readVolData(filepath.Dir(f))
 		if err != nil {
 			continue // being written or removed
 		}
 		if data[keyDriver] == driver && data[keyHandle] == handle {
-			return true, nil
+			out = append(out, filepath.Dir(f))
 		}
 	}
-	return false, nil
+	return out, nil
 }

@@ -26,6 +26,8 @@ func main() {
 	flag.BoolVar(&cfg.NoVolumeStats, "no-volume-stats", false, "do not advertise GET_VOLUME_STATS")
 	flag.BoolVar(&cfg.VolumeMountGroup, "volume-mount-group", false, "advertise VOLUME_MOUNT_GROUP (chgrp the published target)")
 	flag.BoolVar(&cfg.ExpandVolume, "expand-volume", false, "advertise EXPAND_VOLUME (log NodeExpandVolume, grow block volumes)")
+	flag.BoolVar(&cfg.SingleNodeMultiWriter, "single-node-multi-writer", false,
+		"advertise SINGLE_NODE_MULTI_WRITER (take SINGLE_NODE_SINGLE_WRITER and SINGLE_NODE_MULTI_WRITER access modes)")
 	flag.Int64Var(&cfg.BlockSize, "block-size", 0, "size in bytes of a new block volume's file (0: 16 MiB)")
 	flag.BoolVar(&cfg.StageTmpfs, "stage-tmpfs", false, "stage a file system volume on a tmpfs of its own mounted with the mount flags (not a bind mount of its directory)")
 	flag.StringVar(&registry, "registry-dir", "", "the agent's plugins_registry dir; empty: do not register")
