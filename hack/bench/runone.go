@@ -10,10 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit/internal/cgroot"
 	"github.com/nodekit/nodekit/internal/localcp"
@@ -153,13 +151,11 @@ func startControlPlane(ctx context.Context, dir string) (*localcp.ControlPlane, 
 // adminClient is a client of the control plane's admin, with namespace
 // default seeded.
 func adminClient(ctx context.Context, cp *localcp.ControlPlane) (kubernetes.Interface, error) {
-	admin := rest.CopyConfig(cp.Admin)
-	admin.QPS, admin.Burst = 1000, 1000 // create the burst as fast as the API server takes it
-	client, err := kubernetes.NewForConfig(admin)
+	client, err := cp.AdminClient(1000, 1000) // create the burst as fast as the API server takes it
 	if err != nil {
 		return nil, err
 	}
-	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
+	if err := cp.SeedNamespace(ctx, client, "default"); err != nil {
 		return nil, err
 	}
 	return client, nil
@@ -285,25 +281,6 @@ func saveResidency(o options, a *agentProc, pods int) {
 		return
 	}
 	logf("%s: resident pages by package written to %s", a.name, path)
-}
-
-// seedNamespace creates what kube-controller-manager would in namespace
-// default (there is none here): the service account pods use and the
-// kube-root-ca.crt ConfigMap their service-account volume projects.
-func seedNamespace(ctx context.Context, client kubernetes.Interface, caFile string) error {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return err
-	}
-	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service account default: %w", err)
-	}
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap kube-root-ca.crt: %w", err)
-	}
-	return nil
 }
 
 func waitNodeReady(ctx context.Context, client kubernetes.Interface, a *agentProc) error {

@@ -40,7 +40,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/nodekit/nodekit/internal/localcp"
 )
@@ -160,13 +159,11 @@ func run(ctx context.Context, o options) error {
 // adminClient is a client of the control plane's admin, fast enough to
 // create every pod at once, with namespace default seeded.
 func adminClient(ctx context.Context, cp *localcp.ControlPlane) (kubernetes.Interface, error) {
-	admin := rest.CopyConfig(cp.Admin)
-	admin.QPS, admin.Burst = 200, 400
-	client, err := kubernetes.NewForConfig(admin)
+	client, err := cp.AdminClient(200, 400)
 	if err != nil {
 		return nil, err
 	}
-	if err := seedNamespace(ctx, client, cp.CAFile); err != nil {
+	if err := cp.SeedNamespace(ctx, client, "default"); err != nil {
 		return nil, err
 	}
 	return client, nil

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -37,24 +35,6 @@ type result struct {
 	apiserverRSSMaxKB    int64 // largest VmRSS sampled in the window
 	apiserverRSSEndKB    int64
 	requests             map[string]*userRequests // by user, in the window
-}
-
-// seedNamespace creates what kube-controller-manager would in namespace
-// default (there is none here): the service account pods need.
-func seedNamespace(ctx context.Context, client kubernetes.Interface, caFile string) error {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return err
-	}
-	sa := &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := client.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create service account default: %w", err)
-	}
-	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}
-	if _, err := client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap kube-root-ca.crt: %w", err)
-	}
-	return nil
 }
 
 // readyNodes returns the names of the Ready nodes.

@@ -77,6 +77,31 @@ func TestControlPlaneStartStop(t *testing.T) {
 	if _, err := cp.NodeKubeconfig("Bad_Name"); err == nil {
 		t.Error("NodeKubeconfig(Bad_Name) succeeded, want an error")
 	}
+	// SeedNamespace: the default ServiceAccount and the CA's ConfigMap, a
+	// second call keeping them; a namespace that does not exist fails.
+	client, err := cp.AdminClient(50, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := cp.SeedNamespace(t.Context(), client, "default"); err != nil {
+			t.Fatalf("SeedNamespace: %v", err)
+		}
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Get(t.Context(), "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("ServiceAccount default/default after SeedNamespace: %v", err)
+	}
+	ca, err := os.ReadFile(cp.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps("default").Get(t.Context(), "kube-root-ca.crt", metav1.GetOptions{})
+	if err != nil || cm.Data["ca.crt"] != string(ca) {
+		t.Errorf("ConfigMap kube-root-ca.crt after SeedNamespace: %v, ca.crt is the cluster CA: %v", err, err == nil && cm.Data["ca.crt"] == string(ca))
+	}
+	if err := cp.SeedNamespace(t.Context(), client, "no-such-namespace"); err == nil || !strings.Contains(err.Error(), "no-such-namespace/default") {
+		t.Errorf("SeedNamespace(no-such-namespace) = %v, want an error naming the ServiceAccount", err)
+	}
 
 	apiserver, etcd := cp.apiserver, cp.etcd
 	if err := cp.Stop(stopCtx(t)); err != nil {
