@@ -39,6 +39,22 @@ func TestFailVolumeAndTimedCalls(t *testing.T) {
 	if err := s.enter("NodeUnstageVolume", "vol-b", "/s"); status.Code(err) != codes.Unavailable {
 		t.Errorf("unstage of vol-b: %v, want Unavailable (a line naming no volume)", err)
 	}
+	// RecoverVolume clears vol-a's publish failure only.
+	if err := p.FailVolume("NodeStageVolume", "Internal", "vol-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RecoverVolume("NodePublishVolume", "vol-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.enter("NodePublishVolume", "vol-a", "/a"); err != nil {
+		t.Errorf("publish of vol-a after RecoverVolume: %v", err)
+	}
+	if err := s.enter("NodeStageVolume", "vol-a", "/s"); status.Code(err) != codes.Internal {
+		t.Errorf("stage of vol-a after RecoverVolume of its publish: %v, want Internal", err)
+	}
+	if err := s.enter("NodeUnstageVolume", "vol-b", "/s"); status.Code(err) != codes.Unavailable {
+		t.Errorf("unstage of vol-b after RecoverVolume of vol-a: %v, want Unavailable", err)
+	}
 	if err := p.Recover(); err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +65,11 @@ func TestFailVolumeAndTimedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(calls) != 4 || calls[1].Call != "NodePublishVolume vol-b /b" || calls[1].At.Sub(calls[0].At) != 1500*time.Millisecond {
+	if len(calls) != 7 || calls[1].Call != "NodePublishVolume vol-b /b" || calls[1].At.Sub(calls[0].At) != 1500*time.Millisecond {
 		t.Errorf("timed calls %+v", calls)
 	}
 	plain, err := p.Calls()
-	if err != nil || !slices.Equal(plain, []string{"NodePublishVolume vol-a /a", "NodePublishVolume vol-b /b", "NodeUnstageVolume vol-b /s", "NodePublishVolume vol-a /a"}) {
+	if err != nil || !slices.Equal(plain, []string{"NodePublishVolume vol-a /a", "NodePublishVolume vol-b /b", "NodeUnstageVolume vol-b /s", "NodePublishVolume vol-a /a", "NodeStageVolume vol-a /s", "NodeUnstageVolume vol-b /s", "NodePublishVolume vol-a /a"}) {
 		t.Errorf("calls %q, %v", plain, err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, FailFile)); !os.IsNotExist(err) {

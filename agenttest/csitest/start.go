@@ -255,6 +255,32 @@ func (p *Process) appendFail(line string) error {
 	return err
 }
 
+// RecoverVolume clears the failures FailVolume injected into rpc for
+// volume, keeping the others. The fail file is replaced by a rename, so
+// the driver reads either the old or the new one.
+func (p *Process) RecoverVolume(rpc, volume string) error {
+	path := filepath.Join(p.StateDir, FailFile)
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == rpc && f[2] == volume {
+			continue
+		}
+		keep.WriteString(line)
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(keep.String()), 0o640); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
 // Recover clears the injected failures.
 func (p *Process) Recover() error {
 	err := os.Remove(filepath.Join(p.StateDir, FailFile))

@@ -328,9 +328,8 @@ func startVolumePods(t *testing.T, a *csiSBSAgent) map[string]types.UID {
 	return uids
 }
 
-// publishCalls returns the times of the driver's NodePublishVolume calls
-// of a volume.
-func publishCalls(t *testing.T, drv *csitest.Process, handle string) []time.Time {
+// rpcCalls returns the times of the driver's calls of rpc for a volume.
+func rpcCalls(t *testing.T, drv *csitest.Process, rpc, handle string) []time.Time {
 	t.Helper()
 	calls, err := drv.TimedCalls()
 	if err != nil {
@@ -338,7 +337,7 @@ func publishCalls(t *testing.T, drv *csitest.Process, handle string) []time.Time
 	}
 	var out []time.Time
 	for _, c := range calls {
-		if strings.HasPrefix(c.Call, "NodePublishVolume "+handle+" ") {
+		if strings.HasPrefix(c.Call, rpc+" "+handle+" ") {
 			out = append(out, c.At)
 		}
 	}
@@ -346,41 +345,47 @@ func publishCalls(t *testing.T, drv *csitest.Process, handle string) []time.Time
 }
 
 // observePublishBackoff lets each agent's driver fail the fail pod's
-// NodePublishVolume publishFailures times, noting the pod's state and
-// FailedMount events then, recovers it and waits for the pod to run; it
-// returns, by agent, those and the intervals between the
-// NodePublishVolume calls of the volume (the last the successful one),
-// each as the back-off it shows (0.5 s times a power of two).
+// NodePublishVolume, and the failstage pod's NodeStageVolume,
+// publishFailures times each, noting the pod's state and FailedMount
+// events then, recovers that volume alone (its next retry comes 8 s
+// later, so each agent makes the same number of calls whatever their
+// timing) and waits for the pod to run; it returns, by agent, those and
+// the intervals between the NodePublishVolume calls of the fail volume
+// (the last the successful one), each as the back-off it shows (0.5 s
+// times a power of two).
 func observePublishBackoff(t *testing.T, agents []*csiSBSAgent) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	recovered := map[string]bool{}
-	poll(t, 180*time.Second, fmt.Sprintf("%d failed NodePublishVolume calls on each node", publishFailures), func(ctx context.Context) (bool, error) {
+	failing := []struct{ kind, rpc, note string }{
+		{"fail", "NodePublishVolume", "while failing"},
+		{"failstage", "NodeStageVolume", "while failing stage"},
+	}
+	noted := map[string][]string{} // by KIND-AGENT
+	poll(t, 180*time.Second, fmt.Sprintf("%d failed NodePublishVolume and NodeStageVolume calls on each node", publishFailures), func(ctx context.Context) (bool, error) {
 		for _, a := range agents {
-			if recovered[a.name] || len(publishCalls(t, a.drv, "volfail-"+a.name)) < publishFailures {
-				continue
+			for _, f := range failing {
+				key, handle := f.kind+"-"+a.name, "vol"+f.kind+"-"+a.name
+				if noted[key] != nil || len(rpcCalls(t, a.drv, f.rpc, handle)) < publishFailures {
+					continue
+				}
+				if err := a.drv.RecoverVolume(f.rpc, handle); err != nil {
+					return false, err
+				}
+				lines, err := failingPodState(ctx, t, a, f.kind, f.note)
+				if err != nil {
+					return false, err
+				}
+				noted[key] = lines
 			}
-			if err := a.drv.Recover(); err != nil {
-				return false, err
-			}
-			recovered[a.name] = true
-			p, err := a.env.client.CoreV1().Pods("default").Get(ctx, "fail-"+a.name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			waiting := ""
-			if c := containerStatus(p, "app"); c != nil && c.State.Waiting != nil {
-				waiting = c.State.Waiting.Reason
-			}
-			out[a.name] = append(out[a.name], fmt.Sprintf("while failing: phase=%s waiting=%s", p.Status.Phase, waiting),
-				"while failing: FailedMount "+strings.ReplaceAll(eventMessages(t, a.env, "fail-"+a.name, "FailedMount"), a.name, "NAME"),
-				"while failing stage: FailedMount "+strings.ReplaceAll(eventMessages(t, a.env, "failstage-"+a.name, "FailedMount"), a.name, "NAME"))
 		}
-		return len(recovered) == len(agents), nil
+		return len(noted) == len(agents)*len(failing), nil
 	})
 	for _, a := range agents {
+		for _, f := range failing {
+			out[a.name] = append(out[a.name], noted[f.kind+"-"+a.name]...)
+		}
 		a.env.waitPod(t, "fail-"+a.name, 120*time.Second, "Running after the driver recovered", func(p *v1.Pod) bool { return p.Status.Phase == v1.PodRunning })
-		at := publishCalls(t, a.drv, "volfail-"+a.name)
+		at := rpcCalls(t, a.drv, "NodePublishVolume", "volfail-"+a.name)
 		var raw, rounded []string
 		for i := 1; i < len(at); i++ {
 			d := at[i].Sub(at[i-1])
@@ -395,6 +400,23 @@ func observePublishBackoff(t *testing.T, agents []*csiSBSAgent) map[string][]str
 		out[a.name] = append(out[a.name], fmt.Sprintf("NodePublishVolume calls=%d intervals=%v, running after the recovery", len(at), rounded))
 	}
 	return out
+}
+
+// failingPodState notes the state of the agent's pod KIND-AGENT and its
+// FailedMount events, as "NOTE: ..." lines.
+func failingPodState(ctx context.Context, t *testing.T, a *csiSBSAgent, kind, note string) ([]string, error) {
+	p, err := a.env.client.CoreV1().Pods("default").Get(ctx, kind+"-"+a.name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	waiting := ""
+	if c := containerStatus(p, "app"); c != nil && c.State.Waiting != nil {
+		waiting = c.State.Waiting.Reason
+	}
+	return []string{
+		fmt.Sprintf("%s: phase=%s waiting=%s", note, p.Status.Phase, waiting),
+		note + ": FailedMount " + strings.ReplaceAll(eventMessages(t, a.env, kind+"-"+a.name, "FailedMount"), a.name, "NAME"),
+	}, nil
 }
 
 // csiMounts lists the CSI mounts under the agent's root
