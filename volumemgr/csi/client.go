@@ -12,10 +12,14 @@ import (
 
 // nodeClient is a connection to a driver's CSI Node and Identity services.
 // As upstream, the plugin opens one per operation: a driver may restart
-// between operations.
+// between operations. An operation's goroutine owns its client.
 type nodeClient struct {
 	conn *grpc.ClientConn
 	node csipb.NodeClient
+	// caps are the node capabilities the driver reported, asked once per
+	// connection (upstream asks before each check; within one operation
+	// the answer is the same).
+	caps []*csipb.NodeServiceCapability
 }
 
 // dial connects to driver's endpoint, a unix socket path (with or without
@@ -59,11 +63,14 @@ func (c *nodeClient) getInfo(ctx context.Context) (*nodeInfo, error) {
 
 // hasCapability reports whether the driver's node service has capability t.
 func (c *nodeClient) hasCapability(ctx context.Context, t csipb.NodeServiceCapability_RPC_Type) (bool, error) {
-	r, err := c.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
-	if err != nil {
-		return false, err
+	if c.caps == nil {
+		r, err := c.node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
+		if err != nil {
+			return false, err
+		}
+		c.caps = append([]*csipb.NodeServiceCapability{}, r.GetCapabilities()...)
 	}
-	for _, capability := range r.GetCapabilities() {
+	for _, capability := range c.caps {
 		if capability.GetRpc().GetType() == t {
 			return true, nil
 		}

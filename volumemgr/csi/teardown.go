@@ -49,11 +49,7 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	driver, handle := data[keyDriver], data[keyHandle]
 	defer p.cfg.Metrics.operation(driver, operationName(spec != "", "volume_unmount", "unmap_volume"))(&err)
 	defer p.lock(driver, handle)()
-	endpoint, err := p.cfg.Drivers.endpoint(driver)
-	if err != nil {
-		return errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
-	}
-	c, err := dial(endpoint, driver, p.cfg.Metrics)
+	c, err := p.tearDownClient(driver)
 	if err != nil {
 		return err
 	}
@@ -80,6 +76,16 @@ func (p *Plugin) TearDown(ctx context.Context, req *volumemgr.TearDownRequest) (
 	}
 	p.forgetDir(req.PodUID, filepath.Base(req.Dir))
 	return p.unstageIfUnused(ctx, c, driver, handle)
+}
+
+// tearDownClient connects to driver for a tear-down, with upstream's
+// error when the driver is not registered.
+func (p *Plugin) tearDownClient(driver string) (*nodeClient, error) {
+	endpoint, err := p.cfg.Drivers.endpoint(driver)
+	if err != nil {
+		return nil, errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
+	}
+	return dial(endpoint, driver, p.cfg.Metrics)
 }
 
 // tearDownData returns the vol_data.json of the volume req names and, for

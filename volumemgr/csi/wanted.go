@@ -2,7 +2,6 @@ package csi
 
 import (
 	"context"
-	"errors"
 	"os"
 )
 
@@ -62,11 +61,7 @@ func (p *Plugin) unstageUnwanted(ctx context.Context, w wantedVolume) error {
 		return nil
 	}
 	defer p.lock(w.driver, w.handle)()
-	endpoint, err := p.cfg.Drivers.endpoint(w.driver)
-	if err != nil {
-		return errors.New(logf("Unmounter.TearDownAt failed to get CSI client: %v", err))
-	}
-	c, err := dial(endpoint, w.driver, p.cfg.Metrics)
+	c, err := p.tearDownClient(w.driver) // teardown.go
 	if err != nil {
 		return err
 	}
