@@ -1,10 +1,8 @@
 package csitest
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -17,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
 // ephemeralMarker marks a volume directory made by a publish without
@@ -72,7 +72,7 @@ func (s *Server) NodeStageVolume(_ context.Context, r *csipb.NodeStageVolumeRequ
 // (mount(8)'s -o: context="A,B" keeps its quotes, the kernel's SELinux
 // option parser takes them), unless target is a mount point already.
 func mountTmpfs(target string, flags []string) error {
-	mounted, err := isMountPoint(target)
+	mounted, err := IsMountPoint(target)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -197,7 +197,7 @@ func (s *Server) NodeUnpublishVolume(_ context.Context, r *csipb.NodeUnpublishVo
 // bindMount bind-mounts src on target unless target is a mount point
 // already (idempotent, as CSI asks), read-only when ro.
 func bindMount(src, target string, ro bool) error {
-	mounted, err := isMountPoint(target)
+	mounted, err := IsMountPoint(target)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -218,7 +218,7 @@ func bindMount(src, target string, ro bool) error {
 
 // unmount unmounts target when it is a mount point.
 func unmount(target string) error {
-	mounted, err := isMountPoint(target)
+	mounted, err := IsMountPoint(target)
 	if err != nil {
 		return status.Error(codes.Internal, err.Error())
 	}
@@ -231,42 +231,8 @@ func unmount(target string) error {
 	return nil
 }
 
-// isMountPoint looks path up in /proc/self/mountinfo.
-func isMountPoint(path string) (bool, error) {
-	mps, err := MountPoints()
-	if err != nil {
-		return false, err
-	}
-	for _, mp := range mps {
-		if mp == path {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // MountPoints lists the mount points of /proc/self/mountinfo, unescaped.
-func MountPoints() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		out = append(out, unescapeOctal(fields[4]))
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading /proc/self/mountinfo: %w", err)
-	}
-	return out, nil
-}
+func MountPoints() ([]string, error) { return fsutil.MountPaths() }
 
 // IsMountPoint reports whether path is a mount point in this process's
 // mount namespace (one of MountPoints).
@@ -276,27 +242,4 @@ func IsMountPoint(path string) (bool, error) {
 		return false, err
 	}
 	return slices.Contains(mps, path), nil
-}
-
-// unescapeOctal undoes mountinfo's \NNN escapes.
-func unescapeOctal(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) && isOctal(s[i+1:i+4]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(s string) bool {
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '7' {
-			return false
-		}
-	}
-	return true
 }

@@ -30,7 +30,7 @@ func (s *Server) NodeGetVolumeStats(_ context.Context, r *csipb.NodeGetVolumeSta
 	if resp, ok, err := s.blockStats(r.GetVolumeId(), r.GetVolumePath()); ok || err != nil {
 		return resp, err
 	}
-	mounted, err := isMountPoint(r.GetVolumePath())
+	mounted, err := IsMountPoint(r.GetVolumePath())
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
