@@ -1,8 +1,6 @@
 package volumemgr
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -104,30 +102,19 @@ func (h HostMounter) MountPoints(ctx context.Context) ([]MountPoint, error) {
 	return parseMountInfo(b)
 }
 
-// parseMountInfo parses proc(5) mountinfo lines:
+// parseMountInfo parses proc(5) mountinfo lines (fsutil.ParseMountInfo):
 //
 //	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw
 func parseMountInfo(b []byte) ([]MountPoint, error) {
-	var out []MountPoint
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			return nil, fmt.Errorf("mountinfo line without separator: %q", line)
-		}
-		f := strings.Fields(pre)
-		g := strings.Fields(post)
-		if len(f) < 5 || len(g) < 2 {
-			return nil, fmt.Errorf("short mountinfo line: %q", line)
-		}
-		out = append(out, MountPoint{Path: fsutil.UnescapeMountPath(f[4]), Type: g[0], Source: fsutil.UnescapeMountPath(g[1])})
+	ms, err := fsutil.ParseMountInfo(string(b))
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	out := make([]MountPoint, len(ms))
+	for i, m := range ms {
+		out[i] = MountPoint{Path: m.Point, Type: m.FSType, Source: m.Source}
+	}
+	return out, nil
 }
 
 // mountTable is a snapshot of the mount table with the questions the

@@ -7,7 +7,8 @@
 //
 // Mounts parses the process's mount table (/proc/self/mountinfo: mount
 // point, file system type, source, options, octal escapes decoded) once
-// for every package that looks a mount up. UnmountBelow detaches every
+// for every package that looks a mount up; ParseMountInfo parses such a
+// table read from elsewhere (volumemgr's HostMounter takes its file). UnmountBelow detaches every
 // mount at or below a directory, deepest first: what a stopped agent
 // leaves mounted under its root (its bind mount, its pods' volumes)
 // before a test, `make down` or the conformance harness removes that

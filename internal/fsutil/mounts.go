@@ -27,7 +27,7 @@ func Mounts() ([]Mount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read mount table: %w", err)
 	}
-	ms, err := parseMountInfo(string(b))
+	ms, err := ParseMountInfo(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("read mount table %s: %w", mountInfo, err)
 	}
@@ -48,12 +48,12 @@ func MountPaths() ([]string, error) {
 	return out, nil
 }
 
-// parseMountInfo parses mountinfo lines: "ID PARENT MAJ:MIN ROOT POINT
+// ParseMountInfo parses mountinfo lines: "ID PARENT MAJ:MIN ROOT POINT
 // OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS". Fields are
 // separated by one space and never contain one (the kernel escapes it), so
 // an empty source shows as two spaces in a row. A line of another shape
 // is an error naming it.
-func parseMountInfo(text string) ([]Mount, error) {
+func ParseMountInfo(text string) ([]Mount, error) {
 	var out []Mount
 	for n, line := range strings.Split(text, "\n") {
 		if line == "" {

@@ -17,7 +17,7 @@ func TestParseMountInfo(t *testing.T) {
 		`41 22 0:50 / /run/x rw - tmpfs  rw,size=1024k`,
 		``,
 	}, "\n")
-	got, err := parseMountInfo(text)
+	got, err := ParseMountInfo(text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestParseMountInfo(t *testing.T) {
 		{Point: "/run/x", Root: "/", Options: "rw", FSType: "tmpfs", Source: "", SuperOptions: "rw,size=1024k"},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("parseMountInfo =\n%+v\nwant\n%+v", got, want)
+		t.Errorf("ParseMountInfo =\n%+v\nwant\n%+v", got, want)
 	}
 }
 
@@ -38,9 +38,9 @@ func TestParseMountInfoRefusesOtherShapes(t *testing.T) {
 		`22 27 0:21 / /proc - proc proc rw`,           // no mount options
 		`22 27 0:21 / /proc rw - proc rw`,             // no source
 	} {
-		_, err := parseMountInfo("1 0 0:1 / / rw - rootfs rootfs rw\n" + line + "\n")
+		_, err := ParseMountInfo("1 0 0:1 / / rw - rootfs rootfs rw\n" + line + "\n")
 		if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), line) {
-			t.Errorf("parseMountInfo(%q): err = %v, want one naming line 2", line, err)
+			t.Errorf("ParseMountInfo(%q): err = %v, want one naming line 2", line, err)
 		}
 	}
 }
