@@ -257,7 +257,10 @@ func collect(res Result, job string, runErr, ctxErr error, timeout time.Duration
 	case ctxErr != nil:
 		return res, fmt.Errorf("localvm: %w; qemu killed", ctxErr)
 	case runErr != nil:
-		return res, fmt.Errorf("localvm: qemu: %w (see %s; console: %s)", runErr, filepath.Join(filepath.Dir(job), "qemu.log"), ConsoleTail(res.ConsoleLog, 30))
+		// The work dir may be gone by the time anyone looks (a test's
+		// temp dir): qemu's own messages (an abort's reason) go in the error.
+		qemuLog := filepath.Join(filepath.Dir(job), "qemu.log")
+		return res, fmt.Errorf("localvm: qemu: %w (qemu's output: %s; console: %s)", runErr, ConsoleTail(qemuLog, 20), ConsoleTail(res.ConsoleLog, 30))
 	case codeErr != nil:
 		return res, fmt.Errorf("localvm: the guest powered off without running the script to its end (no exit code: %w); console: %s", codeErr, ConsoleTail(res.ConsoleLog, 30))
 	}

@@ -1,11 +1,13 @@
 package localvm
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestKVMUsable(t *testing.T) {
@@ -146,6 +148,33 @@ func TestSELinuxPermissive(t *testing.T) {
 		}
 		if slices.Contains(without, want) {
 			t.Errorf("default command line %q has %s", without, want)
+		}
+	}
+}
+
+// A qemu that dies (an abort, say) fails the run with what qemu printed
+// and the console's last lines in the error, since the work dir holding
+// them may be removed before anyone reads it.
+func TestCollectQEMUFailure(t *testing.T) {
+	work := t.TempDir()
+	job := filepath.Join(work, "job")
+	if err := os.MkdirAll(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "qemu.log"), []byte("qemu-system-x86_64: ../tcg/tcg.c:42: some_function: Assertion `x' failed.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	console := filepath.Join(work, "console.log")
+	if err := os.WriteFile(console, []byte("[    1.2] PCI host bridge to bus 0000:00\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := collect(Result{ConsoleLog: console}, job, errors.New("signal: aborted"), nil, time.Minute)
+	if err == nil {
+		t.Fatal("collect after qemu died: no error")
+	}
+	for _, want := range []string{"signal: aborted", "Assertion `x' failed", "PCI host bridge"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
 		}
 	}
 }
