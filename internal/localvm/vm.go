@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -163,10 +165,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	job := filepath.Join(cfg.WorkDir, "job")
+	res, err = boot(ctx, cfg, res, job)
+	if err != nil && qemuCrashedBeforeJob(err, job) {
+		// qemu under TCG has been seen to abort (SIGABRT) a few seconds
+		// into a boot, before the guest ran anything: the emulator's
+		// fault, not the script's. One fresh boot more; a second crash,
+		// or any failure once the script started, is the run's error.
+		logger.Info("localvm: qemu died before the guest started the script; booting once more", "err", err.Error())
+		res, err = boot(ctx, cfg, res, job)
+	}
+	return res, err
+}
+
+// boot runs qemu once on a fresh overlay and job share and collects what
+// the guest left.
+func boot(ctx context.Context, cfg Config, res Result, job string) (Result, error) {
+	logger := klog.FromContext(ctx)
 	if err := prepareJob(job, cfg); err != nil {
 		return res, err
 	}
 	overlay := filepath.Join(cfg.WorkDir, "overlay.qcow2")
+	_ = os.Remove(overlay)
 	if out, err := exec.CommandContext(ctx, cfg.QEMUImg, "create", "-q", "-f", "qcow2", "-F", "raw",
 		"-b", filepath.Join(cfg.ImageDir, ImageFile), overlay).CombinedOutput(); err != nil {
 		return res, fmt.Errorf("localvm: create the overlay: %w: %s", err, out)
@@ -190,6 +209,25 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Duration = time.Since(start)
 	logger.V(1).Info("localvm: qemu exited", "accel", res.Accel, "duration", res.Duration, "err", runErr)
 	return collect(res, job, runErr, runCtx.Err(), cfg.Timeout)
+}
+
+// qemuCrashedBeforeJob reports whether err is qemu ending by a signal it
+// did not get from Run (collect's qemuDied) while the guest had not
+// started the script (no "started" file in the job share).
+func qemuCrashedBeforeJob(err error, job string) bool {
+	if !errors.Is(err, errQEMUDied) {
+		return false
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return false
+	}
+	_, statErr := os.Stat(filepath.Join(job, "started"))
+	return errors.Is(statErr, fs.ErrNotExist)
 }
 
 // withDefaults fills in cfg's defaults and checks what Run needs.
@@ -243,6 +281,10 @@ func withDefaults(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
+// errQEMUDied marks collect's error for a qemu that exited on its own
+// with a failure (not killed by Run's deadline or context).
+var errQEMUDied = errors.New("localvm: qemu")
+
 // collect reads what the guest left in the job share.
 func collect(res Result, job string, runErr, ctxErr error, timeout time.Duration) (Result, error) {
 	out, _ := os.ReadFile(filepath.Join(job, "output.log"))
@@ -260,7 +302,7 @@ func collect(res Result, job string, runErr, ctxErr error, timeout time.Duration
 		// The work dir may be gone by the time anyone looks (a test's
 		// temp dir): qemu's own messages (an abort's reason) go in the error.
 		qemuLog := filepath.Join(filepath.Dir(job), "qemu.log")
-		return res, fmt.Errorf("localvm: qemu: %w (qemu's output: %s; console: %s)", runErr, ConsoleTail(qemuLog, 20), ConsoleTail(res.ConsoleLog, 30))
+		return res, fmt.Errorf("%w: %w (qemu's output: %s; console: %s)", errQEMUDied, runErr, ConsoleTail(qemuLog, 20), ConsoleTail(res.ConsoleLog, 30))
 	case codeErr != nil:
 		return res, fmt.Errorf("localvm: the guest powered off without running the script to its end (no exit code: %w); console: %s", codeErr, ConsoleTail(res.ConsoleLog, 30))
 	}

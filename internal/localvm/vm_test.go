@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +176,70 @@ func TestCollectQEMUFailure(t *testing.T) {
 	for _, want := range []string{"signal: aborted", "Assertion `x' failed", "PCI host bridge"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// fakeQEMU is a qemu-system-x86_64 stand-in: it aborts itself (SIGABRT)
+// on each of its first `crashes` runs, before the guest would start;
+// after that it "runs" the job: started, then exit code 0. fakeQEMUImg
+// creates the overlay file.
+func fakeQEMU(t *testing.T, crashes int) (qemu, qemuImg string) {
+	dir := t.TempDir()
+	qemu = filepath.Join(dir, "qemu")
+	script := `#!/bin/sh
+n=$(cat ` + dir + `/runs 2>/dev/null || echo 0)
+echo $((n + 1)) >` + dir + `/runs
+for a in "$@"; do
+  case "$a" in *id=fsdev0,path=*) job=${a#*id=fsdev0,path=}; job=${job%%,*};; esac
+done
+if [ "$n" -lt ` + strconv.Itoa(crashes) + ` ]; then
+  echo "qemu: fake assertion failed" >&2
+  kill -ABRT $$
+fi
+echo 1.5 >"$job/started"
+echo guest output >"$job/output.log"
+echo 0 >"$job/exit-code"
+`
+	qemuImg = filepath.Join(dir, "qemu-img")
+	img := "#!/bin/sh\nfor a in \"$@\"; do last=$a; done\n: >\"$last\"\n"
+	for p, body := range map[string]string{qemu: script, qemuImg: img} {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return qemu, qemuImg
+}
+
+// One qemu crash before the guest starts the script is booted through
+// again; two are the run's error, with qemu's own output in it.
+func TestRunRebootsAfterQEMUCrash(t *testing.T) {
+	img := t.TempDir()
+	for _, f := range []string{ImageFile, KernelFile, InitrdFile} {
+		if err := os.WriteFile(filepath.Join(img, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		crashes int
+		ok      bool
+	}{{0, true}, {1, true}, {2, false}} {
+		qemu, qemuImg := fakeQEMU(t, tc.crashes)
+		res, err := Run(t.Context(), Config{ImageDir: img, WorkDir: t.TempDir(), Script: "true", QEMU: qemu, QEMUImg: qemuImg,
+			Accel: AccelTCG, Timeout: time.Minute})
+		runs, _ := os.ReadFile(filepath.Join(filepath.Dir(qemu), "runs"))
+		wantRuns := min(tc.crashes, 1) + 1
+		if strings.TrimSpace(string(runs)) != strconv.Itoa(wantRuns) {
+			t.Errorf("%d crashes: qemu ran %q times, want %d", tc.crashes, runs, wantRuns)
+		}
+		if tc.ok {
+			if err != nil || res.ExitCode != 0 || res.Output != "guest output\n" {
+				t.Errorf("%d crashes: Run = %+v, %v; want the job's result", tc.crashes, res, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "fake assertion failed") || !strings.Contains(err.Error(), "aborted") {
+			t.Errorf("%d crashes: Run error %v, want qemu's abort with its output", tc.crashes, err)
 		}
 	}
 }
