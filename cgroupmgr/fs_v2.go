@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // applyV2 creates name, enabling at each level above it every controller
@@ -130,7 +131,10 @@ func (d *fsDriver) enableControllers(dir string, isRoot bool) error {
 	}
 	sort.Strings(add)
 	if err := writeFile(dir, "cgroup.subtree_control", strings.Join(add, " ")); err != nil {
-		return fmt.Errorf("%w (a cgroup v2 directory with processes of its own cannot enable controllers for children)", err)
+		if errors.Is(err, syscall.EBUSY) {
+			return fmt.Errorf("%w (a cgroup v2 directory with processes of its own cannot enable controllers for children)", err)
+		}
+		return err
 	}
 	return nil
 }

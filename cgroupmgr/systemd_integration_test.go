@@ -15,6 +15,7 @@ import (
 	sddbus "github.com/coreos/go-systemd/v22/dbus"
 	"github.com/godbus/dbus/v5"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -216,8 +217,19 @@ func TestSystemdDriverRealSystemd(t *testing.T) {
 	} else {
 		checkPodFilesV2(t, cases, host)
 	}
-	if err := m.UpdateQOS(ctx, []*v1.Pod{guaranteed, burstable, bestEffort}); err != nil {
-		t.Fatal(err)
+	// Right after a reload systemd may still be realizing its slices'
+	// cgroups: a QoS update then can find a slice's directory missing
+	// (seen once on cgroup v2: ENOENT writing kubepods.slice's
+	// cgroup.subtree_control). The agent updates the QoS cgroups again on
+	// its next pass; so does the test, for up to 10 s.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := m.UpdateQOS(ctx, []*v1.Pod{guaranteed, burstable, bestEffort})
+		if err != nil {
+			t.Logf("UpdateQOS after the reload: %v", err)
+		}
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("UpdateQOS after the reload never succeeded: %v", err)
 	}
 	rest(t, ctx, m, conn, sd, v, guaranteed, burstable, bestEffort)
 }
