@@ -38,6 +38,11 @@
 // but runs the same kernel, systemd and cgroups: a TCG run is a real
 // run, not a skip. Config.Accel forces either.
 //
+// qemu 7.2 under TCG has been seen to abort a few seconds into a boot.
+// A qemu that dies by a signal before the guest starts the script is
+// booted once more on a fresh overlay; a second crash, or a failure once
+// the script started, is Run's error, with qemu's own output in it.
+//
 // It does not build the image (hack/build-vm.sh does, from `make
 // tools`), does not decide what the script runs (the caller writes it
 // and shares the binaries it needs), and keeps no state between runs.
