@@ -42,6 +42,15 @@ type OrphanStatusRemover interface {
 	RemoveOrphanedStatuses(keep map[types.UID]bool)
 }
 
+// PhaseGetter is an optional capability of a StatusManager
+// (statusmgr.Manager has it): the phase of the newest status the agent
+// holds for the pod, without copying the status. ActivePods and
+// NotTerminatedPods ask it for every pod, and they are asked for every pod
+// admitted; without it they copy each pod's status through GetPodStatus.
+type PhaseGetter interface {
+	GetPodPhase(uid types.UID) (v1.PodPhase, bool)
+}
+
 // UpdateObserver is told of a known pod's spec update before the pod's
 // worker sees it: old is the pod as the loop held it, updated the new one.
 // It must not modify either and must not block (it runs on the loop's

@@ -469,7 +469,7 @@ func (l *Loop) ActivePods() []*v1.Pod {
 		if !known || phase != phaseSyncing {
 			continue
 		}
-		if st, ok := l.cfg.Status.GetPodStatus(p.UID); ok && (st.Phase == v1.PodFailed || st.Phase == v1.PodSucceeded) {
+		if l.statusTerminal(p.UID) {
 			continue
 		}
 		out = append(out, p)
@@ -496,12 +496,24 @@ func (l *Loop) NotTerminatedPods() []*v1.Pod {
 		if phase, known := l.workers.Phase(p.UID); known && phase != phaseSyncing {
 			continue
 		}
-		if st, ok := l.cfg.Status.GetPodStatus(p.UID); ok && (st.Phase == v1.PodFailed || st.Phase == v1.PodSucceeded) {
+		if l.statusTerminal(p.UID) {
 			continue
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// statusTerminal reports whether the newest status the agent holds for
+// the pod has a terminal phase.
+func (l *Loop) statusTerminal(uid types.UID) bool {
+	var phase v1.PodPhase
+	if pg, ok := l.cfg.Status.(PhaseGetter); ok {
+		phase, _ = pg.GetPodPhase(uid)
+	} else if st, ok := l.cfg.Status.GetPodStatus(uid); ok {
+		phase = st.Phase
+	}
+	return phase == v1.PodFailed || phase == v1.PodSucceeded
 }
 
 func (l *Loop) known(uid types.UID) bool {

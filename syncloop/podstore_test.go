@@ -6,6 +6,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -88,5 +89,78 @@ func TestPodStoreAnswersForItsLoop(t *testing.T) {
 	// Evicted and terminated: the loop lets its content and runtime go.
 	if !store.ShouldPodContentBeRemoved(p.UID) || !store.ShouldPodRuntimeBeRemoved(p.UID) {
 		t.Error("an evicted, terminated pod's content and runtime are kept")
+	}
+}
+
+// phaseStatus is a StatusManager with the PhaseGetter capability; while
+// *strict is set, a GetPodStatus call fails the test.
+type phaseStatus struct {
+	*fakeStatus
+	t      *testing.T
+	strict *bool
+}
+
+func (s phaseStatus) GetPodPhase(uid types.UID) (v1.PodPhase, bool) {
+	st, ok := s.fakeStatus.GetPodStatus(uid)
+	return st.Phase, ok
+}
+
+func (s phaseStatus) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
+	if !*s.strict {
+		return s.fakeStatus.GetPodStatus(uid)
+	}
+	s.t.Errorf("GetPodStatus(%s) called; the loop should ask GetPodPhase", uid)
+	return s.fakeStatus.GetPodStatus(uid)
+}
+
+// TestActivePodsLeaveOutTerminalStatuses: a pod whose newest status is
+// terminal is neither active nor not-terminated while its worker still
+// syncs, asked through GetPodPhase when the status manager has it, else
+// through GetPodStatus.
+func TestActivePodsLeaveOutTerminalStatuses(t *testing.T) {
+	for _, withPhase := range []bool{false, true} {
+		t.Run(map[bool]string{false: "GetPodStatus", true: "GetPodPhase"}[withPhase], func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			store := syncloop.NewPodStore()
+			clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			rt := agenttest.NewFakeRuntime(clk)
+			cache := pleg.NewCache()
+			fs := newFakeStatus()
+			var status syncloop.StatusManager = fs
+			strict := false
+			if withPhase {
+				status = phaseStatus{fs, t, &strict}
+			}
+			updates := make(chan nodekit.PodUpdate, 10)
+			loop, err := syncloop.New(syncloop.Config{Runtime: rt, Pods: store, Cache: cache, Status: status,
+				Updates: updates, RootDir: t.TempDir(), Clock: clk, InlineWorkers: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := pod("a", v1.RestartPolicyAlways, "app"), pod("b", v1.RestartPolicyAlways, "app")
+			updates <- nodekit.PodUpdate{Op: nodekit.ADD, Pods: []*v1.Pod{a, b}, Source: nodekit.SourceAPI}
+			relist := pleg.NewGeneric(rt, cache, pleg.Options{Clock: clk})
+			for range 3 {
+				relist.Relist(ctx)
+				if err := loop.Drain(ctx); err != nil {
+					t.Fatal(err)
+				}
+				clk.Step(time.Second)
+			}
+			if got := len(store.ActivePods()); got != 2 {
+				t.Fatalf("ActivePods = %d pods, want 2", got)
+			}
+			fs.mu.Lock()
+			st := fs.statuses[b.UID]
+			st.Phase = v1.PodSucceeded
+			fs.statuses[b.UID] = st
+			fs.mu.Unlock()
+			strict = true
+			for name, got := range map[string][]*v1.Pod{"ActivePods": store.ActivePods(), "NotTerminatedPods": store.NotTerminatedPods()} {
+				if len(got) != 1 || got[0].UID != a.UID {
+					t.Errorf("%s = %v, want only a (b's status is Succeeded)", name, got)
+				}
+			}
+		})
 	}
 }
