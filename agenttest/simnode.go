@@ -171,7 +171,8 @@ func NewSimNode(opts SimOptions) (*SimNode, error) {
 	cache := pleg.NewCache()
 	n.pleg = pleg.New(n.rt, cache, pleg.Options{RelistPeriod: opts.RelistPeriod, Clock: clk, RelistOnly: !opts.EventedPLEG})
 	n.store = syncloop.NewPodStore()
-	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk})
+	n.status, err = statusmgr.NewManager(statusmgr.Config{Sink: simSink{n}, Pods: n.store, Mirrors: n.store, Clock: clk,
+		SharePods: true})
 	var resizer syncloop.Resizer
 	if err == nil {
 		resizer, err = n.newResizer(opts, clk)

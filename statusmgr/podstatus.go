@@ -87,6 +87,14 @@ type Config struct {
 	// to SetPodStatus or TerminatePod is used, and a resync republishes every
 	// status.
 	Pods PodGetter
+	// SharePods says the pods given to SetPodStatus and TerminatePod are
+	// never modified afterwards, by the caller or anyone else, so the
+	// manager keeps each as given instead of a deep copy (one copy of
+	// every pod fewer, and none made per status). The sync loop's pods
+	// qualify: it replaces a pod on update and never changes one, and the
+	// pod store's readers treat them as read-only. False: every pod is
+	// copied and the caller keeps ownership.
+	SharePods bool
 	// ResyncInterval is how often Run republishes statuses. Default 10s.
 	ResyncInterval time.Duration
 	// Clock stamps start and transition times and drives Run. Default: the
@@ -102,6 +110,7 @@ type Manager struct {
 	sink    nodekit.StatusSink
 	mirrors MirrorPodGetter
 	pods    PodGetter
+	share   bool
 	resync  time.Duration
 	clock   clock.Clock
 
@@ -153,6 +162,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		sink:    cfg.Sink,
 		mirrors: cfg.Mirrors,
 		pods:    cfg.Pods,
+		share:   cfg.SharePods,
 		resync:  cfg.ResyncInterval,
 		clock:   cfg.Clock,
 		entries: map[types.UID]*podEntry{},
@@ -179,8 +189,9 @@ func checkPod(op string, pod *v1.Pod) error {
 // ContainersReady false in a terminal phase, sets status.observedGeneration
 // from the pod, and refuses (ErrIllegalTransition)
 // a status that restarts a container its restart policy does not allow to
-// restart. A status equal to the cached one is a no-op. pod and status are
-// copied; the caller keeps ownership.
+// restart. A status equal to the cached one is a no-op. status is copied,
+// and pod too unless Config.SharePods; the caller keeps ownership of both
+// (with SharePods, of a pod nobody modifies).
 func (m *Manager) SetPodStatus(pod *v1.Pod, status v1.PodStatus) error {
 	if err := checkPod("SetPodStatus", pod); err != nil {
 		return err
@@ -300,6 +311,18 @@ func (m *Manager) GetPodStatus(uid types.UID) (v1.PodStatus, bool) {
 	return *e.status.DeepCopy(), true
 }
 
+// GetPodPhase returns the phase of the pod's cached status, without
+// copying the status (syncloop.PhaseGetter).
+func (m *Manager) GetPodPhase(uid types.UID) (v1.PodPhase, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[uid]
+	if e == nil {
+		return "", false
+	}
+	return e.status.Phase, true
+}
+
 // podForgetter is a sink that keeps something per pod (APISink: its last
 // write's response) and is told which pods the manager still knows.
 type podForgetter interface {
@@ -370,11 +393,14 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 	status.ObservedGeneration = max(status.ObservedGeneration, old.ObservedGeneration)
 	normalize(pod, &status)
 
-	podCopy := pod.DeepCopy()
+	kept := pod
+	if !m.share {
+		kept = pod.DeepCopy()
+	}
 	if e != nil && sameKubeletStatus(&e.status, &status) {
 		hadDeletion := e.pod.DeletionTimestamp != nil
-		e.pod = podCopy
-		if podCopy.DeletionTimestamp != nil && !hadDeletion {
+		e.pod = kept
+		if kept.DeletionTimestamp != nil && !hadDeletion {
 			m.dirty[pod.UID] = struct{}{}
 			m.signal()
 		}
@@ -384,7 +410,7 @@ func (m *Manager) updateLocked(pod *v1.Pod, status v1.PodStatus) error {
 		e = &podEntry{}
 		m.entries[pod.UID] = e
 	}
-	e.pod = podCopy
+	e.pod = kept
 	e.status = status
 	e.version++
 	m.dirty[pod.UID] = struct{}{}

@@ -646,3 +646,43 @@ func BenchmarkSetPodStatus(b *testing.B) {
 		}
 	}
 }
+
+// pointerSink records the pod objects it is given.
+type pointerSink struct {
+	recordingSink
+	pods []*v1.Pod
+}
+
+func (s *pointerSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) error {
+	s.pods = append(s.pods, pod)
+	return s.recordingSink.SetPodStatus(ctx, pod, st)
+}
+
+// TestSharePods: with SharePods the manager keeps the pod it was given (the
+// sink gets that very object), without it a copy that a later change of the
+// caller's pod does not reach.
+func TestSharePods(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		sink := &pointerSink{}
+		m, _, _ := newTestManager(t, Config{Sink: sink, SharePods: share})
+		pod := testPod("p", "c")
+		mustSet(t, m, pod, runningStatus(running("c", false)))
+		mustSync(t, m)
+		if len(sink.pods) != 1 {
+			t.Fatalf("share=%v: %d writes, want 1", share, len(sink.pods))
+		}
+		if got := sink.pods[0] == pod; got != share {
+			t.Errorf("share=%v: the sink got the caller's pod object: %v", share, got)
+		}
+		if !share {
+			pod.Name = "changed"
+			if err := m.SetContainerReadiness(pod.UID, nodekit.ContainerID{Type: "fake", ID: "c"}, true); err != nil {
+				t.Fatal(err)
+			}
+			mustSync(t, m)
+			if got := sink.pods[1].Name; got != "p" {
+				t.Errorf("the copy followed a change of the caller's pod: name %q", got)
+			}
+		}
+	}
+}

@@ -233,10 +233,13 @@ func (a *agent) newStatusManager() (syncloop.MirrorClient, error) {
 		mirror = statusmgr.NewMirrorClient(a.client, a.nodeName)
 	}
 	var err error
+	// The sync loop's pods are never modified once stored: the manager
+	// keeps them instead of a copy of each.
 	a.status, err = statusmgr.NewManager(statusmgr.Config{
-		Sink:    sink,
-		Mirrors: a.pods,
-		Pods:    a.pods,
+		Sink:      sink,
+		Mirrors:   a.pods,
+		Pods:      a.pods,
+		SharePods: true,
 	})
 	return mirror, err
 }

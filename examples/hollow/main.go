@@ -153,7 +153,7 @@ func newHollowNode(client kubernetes.Interface, name string, o options) (*hollow
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
 	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
-		Pods: store})
+		Pods: store, SharePods: true})
 	if err != nil {
 		return nil, err
 	}
