@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -77,12 +80,16 @@ type Store struct {
 	noSync bool
 	mu     sync.Mutex
 	pods   map[types.UID]PodResources
+	// encoded holds each pod's JSON member ("uid":record), made when the
+	// record is first written, so a write encodes only what changed (see
+	// encodeEntries).
+	encoded map[types.UID][]byte
 }
 
 // OpenStore reads the checkpoint named file under dir (a missing file is
 // an empty store). An empty dir keeps the store in memory only.
 func OpenStore(dir, file string) (*Store, error) {
-	s := &Store{pods: map[types.UID]PodResources{}}
+	s := &Store{pods: map[types.UID]PodResources{}, encoded: map[types.UID][]byte{}}
 	if dir == "" {
 		return s, nil
 	}
@@ -128,7 +135,11 @@ func (s *Store) Set(uid types.UID, p PodResources) error {
 	defer s.mu.Unlock()
 	old, had := s.pods[uid]
 	s.pods[uid] = p.DeepCopy()
+	delete(s.encoded, uid)
 	if err := s.writeLocked(); err != nil {
+		// The failed write may have cached the new record's member: drop
+		// it; the old one is encoded again on the next write.
+		delete(s.encoded, uid)
 		if had {
 			s.pods[uid] = old
 		} else {
@@ -167,6 +178,7 @@ func (s *Store) Remove(uid types.UID) error {
 		return nil
 	}
 	delete(s.pods, uid)
+	delete(s.encoded, uid)
 	return s.writeLocked()
 }
 
@@ -178,6 +190,7 @@ func (s *Store) RemoveOrphans(keep map[types.UID]bool) error {
 	for uid := range s.pods {
 		if !keep[uid] {
 			delete(s.pods, uid)
+			delete(s.encoded, uid)
 			changed = true
 		}
 	}
@@ -191,11 +204,11 @@ func (s *Store) writeLocked() error {
 	if s.path == "" {
 		return nil
 	}
-	data, err := json.Marshal(checkpointInfo{Entries: s.pods})
+	data, err := s.encodeEntries()
 	if err != nil {
 		return fmt.Errorf("allocation: encode %s: %w", s.path, err)
 	}
-	out, err := json.Marshal(checkpointFile{Data: string(data), Checksum: ckpt.Checksum(string(data))})
+	out, err := json.Marshal(checkpointFile{Data: data, Checksum: ckpt.Checksum(data)})
 	if err != nil {
 		return fmt.Errorf("allocation: encode %s: %w", s.path, err)
 	}
@@ -203,4 +216,44 @@ func (s *Store) writeLocked() error {
 		return fmt.Errorf("allocation: write %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// encodeEntries returns what json.Marshal(checkpointInfo{Entries: s.pods})
+// returns, byte for byte (the checksum is over these bytes), from each
+// record's member (its key, a colon, its value), encoded once per record:
+// a write at N pods no longer encodes all N records (json sorts map keys;
+// a key is a JSON string). It is built in one allocation of its size.
+func (s *Store) encodeEntries() (string, error) {
+	if len(s.pods) == 0 {
+		return "{}", nil
+	}
+	uids := slices.Sorted(maps.Keys(s.pods))
+	size := len(`{"entries":{}}`)
+	for _, uid := range uids {
+		member, ok := s.encoded[uid]
+		if !ok {
+			key, err := json.Marshal(string(uid))
+			if err != nil {
+				return "", err
+			}
+			value, err := json.Marshal(s.pods[uid])
+			if err != nil {
+				return "", err
+			}
+			member = append(append(key, ':'), value...)
+			s.encoded[uid] = member
+		}
+		size += len(member) + 1
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(`{"entries":{`)
+	for i, uid := range uids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(s.encoded[uid])
+	}
+	b.WriteString("}}")
+	return b.String(), nil
 }

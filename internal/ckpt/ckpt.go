@@ -3,7 +3,6 @@ package ckpt
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 
@@ -28,14 +27,37 @@ func Read(path string) (data []byte, found bool, err error) {
 // dump.ForHash(v), the Go-syntax printing that includes type names. Two
 // values printed alike have the same checksum, so a mirror type must
 // carry upstream's package-qualified type names (see ChecksumPrinted).
+//
+// A string, the data field of most checkpoints, prints as "(string)"
+// followed by its bytes unchanged; its checksum is computed so, without
+// the printing (which copies the whole checkpoint once more per write).
 func Checksum(v any) uint64 {
+	if s, ok := v.(string); ok {
+		return uint64(fnv32aString(fnv32aString(fnvOffset32, stringPrefix), s))
+	}
 	return ChecksumPrinted(dump.ForHash(v))
 }
+
+// FNV-1a, 32 bits (hash/fnv's New32a), over a string without copying it
+// into a byte slice.
+const (
+	fnvOffset32 uint32 = 2166136261
+	fnvPrime32  uint32 = 16777619
+)
+
+func fnv32aString(h uint32, s string) uint32 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= fnvPrime32
+	}
+	return h
+}
+
+// stringPrefix is how dump.ForHash prints a string's type before it.
+const stringPrefix = "(string)"
 
 // ChecksumPrinted is Checksum for a printing the caller has already made
 // (and, for legacy layouts, rewritten so its type names read as upstream's).
 func ChecksumPrinted(printed string) uint64 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(printed)) // a hash.Hash never fails to write
-	return uint64(h.Sum32())
+	return uint64(fnv32aString(fnvOffset32, printed))
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"k8s.io/utils/dump"
 )
 
 func TestRead(t *testing.T) {
@@ -57,6 +59,17 @@ func TestChecksum(t *testing.T) {
 	}
 	if Checksum("abc") == Checksum("abd") {
 		t.Fatal("different values share a checksum")
+	}
+}
+
+// TestChecksumOfStringsAsPrinted: the string path gives what the printing
+// gives, for strings a checkpoint's JSON holds and for any bytes.
+func TestChecksumOfStringsAsPrinted(t *testing.T) {
+	for _, s := range []string{"", "abc", `{"entries":{"u1":{"a":"b\"c"}}}`, "a\"b\n\\c", "é€\x00\xff\t",
+		strings.Repeat(`{"k":"v"},`, 5000)} {
+		if got, want := Checksum(s), ChecksumPrinted(dump.ForHash(s)); got != want {
+			t.Errorf("Checksum(%.40q) = %d, the printing's checksum is %d", s, got, want)
+		}
 	}
 }
 
