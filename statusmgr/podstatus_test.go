@@ -686,3 +686,55 @@ func TestSharePods(t *testing.T) {
 		}
 	}
 }
+
+// hookSink calls before ahead of each write it records.
+type hookSink struct {
+	recordingSink
+	before func(pod *v1.Pod)
+}
+
+func (s *hookSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) error {
+	if s.before != nil {
+		s.before(pod)
+	}
+	return s.recordingSink.SetPodStatus(ctx, pod, st)
+}
+
+// TestSyncWritesTheNewestStatus: a pod whose status changes while a sync
+// writes the pods before it gets its newest status written, once, not the
+// one the sync was planned with and the newer one in the next sync.
+func TestSyncWritesTheNewestStatus(t *testing.T) {
+	sink := &hookSink{}
+	m, _, _ := newTestManager(t, Config{Sink: sink})
+	a, b := testPod("a", "c"), testPod("b", "c")
+	pending := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}}
+	mustSet(t, m, a, pending)
+	mustSet(t, m, b, pending)
+	sink.before = func(pod *v1.Pod) {
+		if pod.Name == "a" {
+			// While a's write waits on the sink, b starts.
+			mustSet(t, m, b, runningStatus(running("c", true)))
+		}
+	}
+	mustSync(t, m)
+	sets := sink.takeSets()
+	if len(sets) != 2 || sets[0].name != "a" || sets[1].name != "b" {
+		t.Fatalf("writes %v, want a's then b's", sets)
+	}
+	if got := sets[0].status.Phase; got != v1.PodPending {
+		t.Errorf("a written as %s, want Pending", got)
+	}
+	if got := sets[1].status.Phase; got != v1.PodRunning {
+		t.Errorf("b written as %s, want Running, its status at the time of its write", got)
+	}
+	sink.before = nil
+	mustSync(t, m)
+	if sets := sink.takeSets(); len(sets) != 0 {
+		t.Errorf("the next sync wrote %v again; b's newest status was already written", sets)
+	}
+	mustSet(t, m, a, runningStatus(running("c", false)))
+	mustSync(t, m)
+	if sets := sink.takeSets(); len(sets) != 1 || sets[0].name != "a" || sets[0].status.Phase != v1.PodRunning {
+		t.Errorf("after a's change, writes %v, want a's Running status", sets)
+	}
+}

@@ -27,6 +27,8 @@ type job struct {
 	version     uint64
 	publish     bool
 	remove      bool
+	// visit is the index of the pod's visit (plan's visited).
+	visit int
 }
 
 // SyncOnce publishes every status newer than the version the sink last
@@ -88,11 +90,13 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 	jobs, live, visited := m.plan(all)
 	defer m.settle(visited)
 	var errs []error
-	for _, j := range jobs {
+	for i := range jobs {
+		j := &jobs[i]
 		if err := ctx.Err(); err != nil {
 			return errors.Join(append(errs, err)...)
 		}
 		if j.publish {
+			m.refresh(j, &visited[j.visit])
 			if err := m.sink.SetPodStatus(ctx, j.target, &j.status); err != nil {
 				errs = append(errs, fmt.Errorf("publish status of pod %s/%s (version %d): %w", j.pod.Namespace, j.pod.Name, j.version, err))
 				continue
@@ -230,13 +234,34 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool, []visit) {
 		}
 		remove := s.reclaimed && !static && !podutil.IsMirror(pod) && pod.DeletionTimestamp != nil && podstatus.IsTerminal(s.status.Phase)
 		if publish || remove {
-			jobs = append(jobs, job{uid: s.uid, pod: pod, target: target, status: s.status, version: s.version, publish: publish, remove: remove})
+			jobs = append(jobs, job{uid: s.uid, pod: pod, target: target, status: s.status, version: s.version,
+				publish: publish, remove: remove, visit: len(visited) - 1})
 		}
 	}
 	slices.SortFunc(jobs, func(a, b job) int {
 		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.uid, b.uid))
 	})
 	return jobs, live, visited
+}
+
+// refresh gives a job about to be published the pod's newest status, when
+// it changed after the sync was planned. A sync writes one pod after
+// another, each waiting its turn on the sink (the API client's rate
+// limit): in a burst, a pod planned as Pending has often started by its
+// turn, and the status it is in then is written, once, instead of the
+// Pending one followed by the Running one in the next sync. Statuses only
+// move forwards (see updateLocked), so the newer one is what a second
+// write would publish; the remove decision of the plan stands (a terminal
+// status stays terminal).
+func (m *Manager) refresh(j *job, v *visit) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.entries[j.uid]
+	if e == nil || e.deleted || e.version <= j.version {
+		return
+	}
+	j.status, j.version = e.status, e.version
+	v.version = e.version
 }
 
 // matchesAPI reports whether the API server's status agrees with ours on
