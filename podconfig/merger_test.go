@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -69,6 +70,8 @@ func withDeletion(grace int64) func(*v1.Pod) {
 		p.DeletionGracePeriodSeconds = ptr.To(grace)
 	}
 }
+
+func withIP(ip string) func(*v1.Pod) { return func(p *v1.Pod) { p.Status.PodIP = ip } }
 
 func inNamespace(ns string) func(*v1.Pod) { return func(p *v1.Pod) { p.Namespace = ns } }
 
@@ -244,23 +247,86 @@ func TestMerge(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := testContext(t)
-			rec := &fakeRecorder{}
-			m := New(nil, WithClock(clocktesting.NewFakePassiveClock(testStart)), WithRecorder(rec))
-			events := 0
-			for i, s := range tc.steps {
-				got := summary(m.Merge(ctx, s.in))
-				if !slices.Equal(got, s.want) {
-					t.Errorf("step %d (%s %s): got %q, want %q", i, s.in.Op, s.in.Source, got, s.want)
+		for _, shared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/shared=%v", tc.name, shared), func(t *testing.T) {
+				ctx := testContext(t)
+				rec := &fakeRecorder{}
+				opts := []Option{WithClock(clocktesting.NewFakePassiveClock(testStart)), WithRecorder(rec)}
+				if shared {
+					opts = append(opts, WithSharedPods())
 				}
-				all := rec.list()
-				if n := len(all) - events; n != s.wantEvents {
-					t.Errorf("step %d: %d events %q, want %d", i, n, all[events:], s.wantEvents)
+				m := New(nil, opts...)
+				events := 0
+				for i, s := range tc.steps {
+					got := summary(m.Merge(ctx, s.in))
+					if !slices.Equal(got, s.want) {
+						t.Errorf("step %d (%s %s): got %q, want %q", i, s.in.Op, s.in.Source, got, s.want)
+					}
+					all := rec.list()
+					if n := len(all) - events; n != s.wantEvents {
+						t.Errorf("step %d: %d events %q, want %d", i, n, all[events:], s.wantEvents)
+					}
+					events = len(all)
 				}
-				events = len(all)
+			})
+		}
+	}
+}
+
+// TestSharedPodsStayAsHandedOut: with WithSharedPods the merger hands out
+// the pods it keeps, and a later version of a pod (new status, spec,
+// resourceVersion, deletion) is a new object: what was handed out before
+// stays as it was.
+func TestSharedPodsStayAsHandedOut(t *testing.T) {
+	ctx := testContext(t)
+	m := New(nil, WithClock(clocktesting.NewFakePassiveClock(testStart)), WithSharedPods())
+	version := func(rv string, mods ...func(*v1.Pod)) *v1.Pod {
+		p := testPod("1", "a", append([]func(*v1.Pod){withAnnotation("team", "blue")}, mods...)...)
+		p.ResourceVersion = rv
+		return p
+	}
+	var handed, snapshots []*v1.Pod
+	steps := []struct {
+		in   *v1.Pod
+		want string
+	}{
+		{version("1"), "ADD api: 1"},
+		{version("2", withPhase(v1.PodRunning)), "RECONCILE api: 1"},
+		{version("3", withPhase(v1.PodRunning), withIP("10.0.0.3")), "RECONCILE api: 1"},
+		{version("4", withPhase(v1.PodRunning), withIP("10.0.0.3")), ""}, // the resourceVersion alone
+		{version("5", withPhase(v1.PodRunning), withIP("10.0.0.3"), withImage("busybox:2")), "UPDATE api: 1"},
+		{version("6", withPhase(v1.PodRunning), withIP("10.0.0.3"), withImage("busybox:3")), "UPDATE api: 1"},
+		{version("7", withPhase(v1.PodRunning), withIP("10.0.0.3"), withImage("busybox:3"), withDeletion(30)), "DELETE api: 1"},
+	}
+	for i, s := range steps {
+		out := m.Merge(ctx, op(nodekit.UPDATE, "api", s.in))
+		var got []string
+		if s.want != "" {
+			got = []string{s.want}
+		}
+		if sum := summary(out); !slices.Equal(sum, got) {
+			t.Fatalf("step %d: %q, want %q", i, sum, got)
+		}
+		for j, p := range handed {
+			if !equality.Semantic.DeepEqual(p, snapshots[j]) {
+				t.Errorf("step %d: the pod handed out at step %d changed: resourceVersion %s, phase %s, image %s",
+					i, j, p.ResourceVersion, p.Status.Phase, p.Spec.Containers[0].Image)
 			}
-		})
+		}
+		kept := m.state["api"].pods["1"]
+		if kept.ResourceVersion != s.in.ResourceVersion {
+			t.Errorf("step %d: the merger holds resourceVersion %s, want %s", i, kept.ResourceVersion, s.in.ResourceVersion)
+		}
+		if len(out) > 0 {
+			if out[0].Pods[0] != kept {
+				t.Errorf("step %d: the pod handed out is not the merger's own object", i)
+			}
+			handed = append(handed, out[0].Pods[0])
+			snapshots = append(snapshots, out[0].Pods[0].DeepCopy())
+		}
+	}
+	if got := handed[len(handed)-1].Annotations[ConfigSeenAnnotation]; got != testStart.Format(seenTimeLayout) {
+		t.Errorf("the last version's config.seen = %q, want the first sighting's", got)
 	}
 }
 

@@ -29,28 +29,42 @@ func isLocalAnnotation(key string) bool {
 	return false
 }
 
-// mergeInto brings existing, the merger's copy of a pod, up to date with ref,
-// a newer version from the same source, and says what changed. As upstream,
-// the existing object is kept and the fields that matter are copied over;
-// a status-only change copies the status alone. The resourceVersion is
-// always brought up to date (it is no change by itself), so the pods the
-// receiver keeps name the version whose status they carry: the status
-// manager's sink patches against it with that version as precondition.
-func mergeInto(existing, ref *v1.Pod) podChange {
-	existing.ResourceVersion = ref.ResourceVersion
+// mergeInto returns the merger's new version of a pod it holds as existing,
+// brought up to date with ref (a newer version from the same source), and
+// says what changed. As upstream, the fields that matter are taken from ref
+// and the local annotations kept; a status-only change takes the status
+// alone. The resourceVersion is always brought up to date (it is no change
+// by itself), so the pods the receiver keeps name the version whose status
+// they carry: the status manager's sink patches against it with that
+// version as precondition.
+//
+// existing is never modified: what differs goes into a shallow copy of it
+// (its maps and slices shared, for nobody modifies them), so a pod handed
+// to the receiver stays as it was handed (WithSharedPods). existing itself
+// is returned when nothing, not even the resourceVersion, differs.
+func mergeInto(existing, ref *v1.Pod) (*v1.Pod, podChange) {
 	if !differsSemantically(existing, ref) {
 		if semanticEqual(&existing.Status, &ref.Status) {
-			return noChange
+			if existing.ResourceVersion == ref.ResourceVersion {
+				return existing, noChange
+			}
+			next := *existing
+			next.ResourceVersion = ref.ResourceVersion
+			return &next, noChange
 		}
-		existing.Status = ref.Status
-		return statusChanged
+		next := *existing
+		next.ResourceVersion = ref.ResourceVersion
+		next.Status = ref.Status
+		return &next, statusChanged
 	}
-	existing.Spec = ref.Spec
-	existing.Labels = ref.Labels
-	existing.DeletionTimestamp = ref.DeletionTimestamp
-	existing.DeletionGracePeriodSeconds = ref.DeletionGracePeriodSeconds
-	existing.Generation = ref.Generation
-	existing.Status = ref.Status
+	next := *existing
+	next.ResourceVersion = ref.ResourceVersion
+	next.Spec = ref.Spec
+	next.Labels = ref.Labels
+	next.DeletionTimestamp = ref.DeletionTimestamp
+	next.DeletionGracePeriodSeconds = ref.DeletionGracePeriodSeconds
+	next.Generation = ref.Generation
+	next.Status = ref.Status
 	annotations := make(map[string]string, len(ref.Annotations)+3)
 	for k, v := range ref.Annotations {
 		annotations[k] = v
@@ -60,11 +74,11 @@ func mergeInto(existing, ref *v1.Pod) podChange {
 			annotations[k] = v
 		}
 	}
-	existing.Annotations = annotations
+	next.Annotations = annotations
 	if ref.DeletionTimestamp != nil {
-		return gracefulDeletion
+		return &next, gracefulDeletion
 	}
-	return specChanged
+	return &next, specChanged
 }
 
 // differsSemantically reports a change the receiver must act on: spec,

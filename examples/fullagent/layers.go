@@ -218,7 +218,7 @@ func (a *agent) newSources(o *options, recorder record.EventRecorder) error {
 	if len(sources) == 0 {
 		return errors.New("no pod source: give --kubeconfig, --pod-manifest-path (staticPodPath) or staticPodURL")
 	}
-	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder))
+	a.merger = podconfig.New(sources, podconfig.WithRecorder(recorder), podconfig.WithSharedPods())
 	return nil
 }
 
