@@ -30,14 +30,16 @@
 // objects the reflector decoded, uncopied, and keeps only their UIDs and
 // resourceVersions; it drops their managedFields, which nothing on the
 // node reads, so the pods the agent keeps and serves lack them where
-// kubelet's have them); the merger annotates and keeps them as its state;
+// kubelet's have them); the merger keeps them as its state, unmodified (its
+// annotations go into a shallow copy);
 // every pod it emits is a deep copy the receiver owns and may change, the
 // one copy a pod costs on its way through. With WithSharedPods (a receiver
 // that modifies no pod, as syncloop; fullagent sets it) the merger emits
 // its own pods instead, and no copy is made: it never changes a pod once
 // emitted, a newer version of a pod is a new object sharing what did not
 // change. The checkpoint source keeps copies of its own (without
-// managedFields).
+// managedFields), or, with CheckpointConfig.SharedPods (its receiver a
+// merger), the very pods it forwards.
 //
 // It does not run pods, admit them, create mirror pods or publish status;
 // it never writes to the API server. A vendor's own source (an MQTT topic, a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -273,7 +274,8 @@ func (m *Merger) deliver(ctx context.Context, u nodekit.PodUpdate) {
 //	ADD, UPDATE, DELETE pods to add or change; others are untouched
 //	REMOVE              pods gone from the source
 //
-// Merge takes ownership of u.Pods (it annotates them and may keep them); the
+// Merge takes ownership of u.Pods (it may keep them, and never modifies
+// them: it annotates copies); the
 // returned pods are copies the caller owns, or, with WithSharedPods, the
 // merger's own pods, which neither side modifies. An unknown op, a pod without a
 // UID or name, and a second pod with one namespace/name in u are reported
@@ -386,11 +388,6 @@ func (r *mergeRun) set(pods []*v1.Pod) {
 // admit merges one pod of the source into its state; old and oldShadowed
 // are the state before this update (the current maps for increments).
 func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map[types.UID]shadowedPod) {
-	if ref.Annotations == nil {
-		ref.Annotations = map[string]string{}
-	}
-	ref.Annotations[ConfigSourceAnnotation] = r.source
-
 	if existing, ok := old[ref.UID]; ok {
 		next, change := mergeInto(existing, ref)
 		r.st.put(next)
@@ -405,6 +402,7 @@ func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map
 		return
 	}
 
+	ref = r.own(ref)
 	name := podutil.NamespacedKey(ref)
 	if !podutil.IsMirror(ref) {
 		if owner, taken := r.m.owners[name]; taken && owner != r.source {
@@ -424,6 +422,19 @@ func (r *mergeRun) admit(ref *v1.Pod, old map[types.UID]*v1.Pod, oldShadowed map
 	ref.Annotations[ConfigSeenAnnotation] = r.m.clock.Now().Format(seenTimeLayout)
 	r.st.put(ref)
 	r.adds = append(r.adds, ref)
+}
+
+// own returns the object the merger keeps for ref, a pod new to the
+// source: a shallow copy of it with an annotations map of the merger's own,
+// holding the config source (the seen time is added when it is in force).
+// The source's object is never modified, so a source may keep it, as the
+// checkpoint source does.
+func (r *mergeRun) own(ref *v1.Pod) *v1.Pod {
+	p := *ref
+	p.Annotations = make(map[string]string, len(ref.Annotations)+2)
+	maps.Copy(p.Annotations, ref.Annotations)
+	p.Annotations[ConfigSourceAnnotation] = r.source
+	return &p
 }
 
 // remove drops the pod with uid from the source.

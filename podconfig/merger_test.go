@@ -3,6 +3,7 @@ package podconfig
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -383,5 +384,44 @@ func TestSeenAllSources(t *testing.T) {
 	m.Merge(ctx, set("api"))
 	if !m.SeenAllSources() {
 		t.Fatal("not SeenAllSources after a SET from each")
+	}
+}
+
+// TestMergeLeavesTheSourcesPodsAlone: Merge annotates its own copies; the
+// pods of an update stay as the source sent them (the checkpoint source
+// keeps them), for new, known and shadowed pods alike.
+func TestMergeLeavesTheSourcesPodsAlone(t *testing.T) {
+	ctx := testContext(t)
+	m := New(nil, WithClock(clocktesting.NewFakePassiveClock(testStart)), WithSharedPods())
+	bare := testPod("1", "a")
+	annotated := testPod("2", "b", withAnnotation("team", "blue"))
+	newer := testPod("2", "b", withAnnotation("team", "red"))
+	shadowed := testPod("3", "a") // file's pod with api's name
+	var sent, snapshots []*v1.Pod
+	for _, u := range []nodekit.PodUpdate{op(nodekit.ADD, "api", bare, annotated), op(nodekit.UPDATE, "api", newer), set("file", shadowed)} {
+		for _, p := range u.Pods {
+			sent = append(sent, p)
+			snapshots = append(snapshots, p.DeepCopy())
+		}
+		for _, out := range m.Merge(ctx, u) {
+			for _, p := range out.Pods {
+				if p.Annotations[ConfigSourceAnnotation] != out.Source {
+					t.Errorf("emitted pod %s: config.source %q, want %q", p.Name, p.Annotations[ConfigSourceAnnotation], out.Source)
+				}
+			}
+		}
+	}
+	for i, p := range sent {
+		if !reflect.DeepEqual(p, snapshots[i]) {
+			t.Errorf("the source's pod %s/%s changed: annotations %v, want %v", p.Name, p.UID, p.Annotations, snapshots[i].Annotations)
+		}
+	}
+	// The shadowed pod gets the name when api's pod goes, as its own copy.
+	out := m.Merge(ctx, op(nodekit.REMOVE, "api", bare))
+	if s := summary(out); !slices.Equal(s, []string{"REMOVE api: 1", "ADD file: 3"}) {
+		t.Fatalf("after api's pod went: %q", s)
+	}
+	if shadowed.Annotations != nil {
+		t.Errorf("the promoted pod's source object was annotated: %v", shadowed.Annotations)
 	}
 }

@@ -105,6 +105,12 @@ type CheckpointConfig struct {
 	// OnError receives a checkpoint that cannot be used (corrupt, another
 	// version, another node) and failed writes, besides the log.
 	OnError ErrorHandler
+	// SharedPods says the receiver of the updates modifies no pod it is
+	// given (a Merger: it never modifies the pods of an update), so the
+	// source keeps the pods it forwards instead of a deep copy of each;
+	// the wrapped source gives them away, as every source does. False: a
+	// copy of each, for a receiver that owns and may change what it gets.
+	SharedPods bool
 }
 
 // CheckpointSource wraps a node's API source (see NewAPISource) so that the
@@ -310,14 +316,14 @@ func (s *CheckpointSource) apply(u nodekit.PodUpdate) bool {
 			if _, known := s.pods[p.UID]; !known {
 				added = true
 			}
-			next[p.UID] = checkpointCopy(p)
+			next[p.UID] = s.keep(p)
 		}
 		s.pods = next
 		return added || len(next) != before
 	case nodekit.ADD, nodekit.UPDATE, nodekit.DELETE, nodekit.RECONCILE:
 		for _, p := range u.Pods {
 			if p != nil {
-				s.pods[p.UID] = checkpointCopy(p)
+				s.pods[p.UID] = s.keep(p)
 			}
 		}
 	case nodekit.REMOVE:
@@ -328,6 +334,21 @@ func (s *CheckpointSource) apply(u nodekit.PodUpdate) bool {
 		}
 	}
 	return len(s.pods) != before
+}
+
+// keep returns what the source keeps of a pod it forwards: the pod itself
+// with CheckpointConfig.SharedPods (a shallow copy of it if it carries
+// managedFields, left out), else a deep copy without managedFields.
+func (s *CheckpointSource) keep(p *v1.Pod) *v1.Pod {
+	if !s.cfg.SharedPods {
+		return checkpointCopy(p)
+	}
+	if p.ManagedFields == nil {
+		return p
+	}
+	c := *p
+	c.ManagedFields = nil
+	return &c
 }
 
 // checkpointCopy is a copy of a pod without its managedFields, which only

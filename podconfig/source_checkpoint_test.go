@@ -566,3 +566,53 @@ func TestCheckpointSourceInMemory(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointSourceSharedPods: with SharedPods the source keeps the pods
+// it forwards (a shallow copy without managedFields when they carry them,
+// the forwarded pod untouched), without it a deep copy of each.
+func TestCheckpointSourceSharedPods(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				inner := newChanSource("api")
+				cfg := checkpointConfig("", newFakeAPI(), nil)
+				cfg.SharedPods = shared
+				src, err := NewCheckpointSource(inner, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := runSource(t, src)
+				a, b := testPod("uid-a", "a"), testPod("uid-b", "b")
+				a.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+				inner.ch <- set("", a, b)
+				u := <-out
+				if u.Pods[0] != a || u.Pods[1] != b || len(a.ManagedFields) != 1 {
+					t.Fatal("the forwarded update is not the wrapped source's, untouched")
+				}
+				nb := withPhaseOf(b, v1.PodRunning)
+				inner.ch <- op(nodekit.RECONCILE, "", nb)
+				<-out
+				src.mu.Lock()
+				keptA, keptB := src.pods["uid-a"], src.pods["uid-b"]
+				src.mu.Unlock()
+				if keptA.ManagedFields != nil || keptA.Name != "a" {
+					t.Errorf("kept a: managedFields %v, name %q; want none, a", keptA.ManagedFields, keptA.Name)
+				}
+				if keptB.Status.Phase != v1.PodRunning {
+					t.Errorf("kept b: phase %q, want the update's Running", keptB.Status.Phase)
+				}
+				sharesA := &keptA.Spec.Containers[0] == &a.Spec.Containers[0]
+				if sharesA != shared || (keptB == nb) != shared {
+					t.Errorf("kept a shares the forwarded spec: %v, kept b is the forwarded object: %v; want %v for both", sharesA, keptB == nb, shared)
+				}
+			})
+		})
+	}
+}
+
+// withPhaseOf is a newer version of pod with phase.
+func withPhaseOf(pod *v1.Pod, phase v1.PodPhase) *v1.Pod {
+	p := pod.DeepCopy()
+	p.Status.Phase = phase
+	return p
+}

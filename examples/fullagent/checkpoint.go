@@ -79,6 +79,8 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 		ConfigMaps: a.watching, Secrets: a.watching, Services: services,
 		Tokens: volumemgr.FromClient(a.client),
 		Node:   admission.NodeFunc(a.cachedNode),
+		// Its receiver is the merger, which modifies no pod it is given.
+		SharedPods: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pod checkpoint: %w", err)
