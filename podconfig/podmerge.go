@@ -43,22 +43,20 @@ func isLocalAnnotation(key string) bool {
 // to the receiver stays as it was handed (WithSharedPods). existing itself
 // is returned when nothing, not even the resourceVersion, differs.
 func mergeInto(existing, ref *v1.Pod) (*v1.Pod, podChange) {
-	if !differsSemantically(existing, ref) {
-		if semanticEqual(&existing.Status, &ref.Status) {
-			if existing.ResourceVersion == ref.ResourceVersion {
-				return existing, noChange
-			}
-			next := *existing
-			next.ResourceVersion = ref.ResourceVersion
-			return &next, noChange
-		}
-		next := *existing
-		next.ResourceVersion = ref.ResourceVersion
-		next.Status = ref.Status
-		return &next, statusChanged
+	differs := differsSemantically(existing, ref)
+	sameStatus := !differs && semanticEqual(&existing.Status, &ref.Status)
+	if sameStatus && existing.ResourceVersion == ref.ResourceVersion {
+		return existing, noChange
 	}
 	next := *existing
 	next.ResourceVersion = ref.ResourceVersion
+	if !differs {
+		if sameStatus {
+			return &next, noChange
+		}
+		next.Status = ref.Status
+		return &next, statusChanged
+	}
 	next.Spec = ref.Spec
 	next.Labels = ref.Labels
 	next.DeletionTimestamp = ref.DeletionTimestamp

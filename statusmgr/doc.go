@@ -9,9 +9,10 @@
 // — and publishes each new version to a nodekit.StatusSink (Run, or the
 // SyncOnce and Resync steps). It keeps a deep copy of each pod it is given,
 // or, with Config.SharePods, the pod itself: the sync loop never modifies a
-// pod it stored, and at 1000 pods a copy each is megabytes. Static pods publish to their mirror pod. When a
-// deleted pod has finished (TerminatePod) and its resources are released
-// (PodResourcesReclaimed), the manager asks the sink to delete it, once.
+// pod it stored, and at 1000 pods a copy each is megabytes. Static pods
+// publish to their mirror pod. When a deleted pod has finished
+// (TerminatePod) and its resources are released (PodResourcesReclaimed),
+// the manager asks the sink to delete it, once.
 //
 // APISink is the sink of a node in a cluster (status patches with a UID
 // precondition, computed against the newest version of the pod it knows —
