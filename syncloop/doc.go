@@ -23,8 +23,10 @@
 // containers before starting any, and restarts the containers whose
 // resizePolicy asks for it in upstream's order (they are stopped before
 // the pod cgroup and the other containers are resized, and started
-// after); the resize conditions and container
-// resources come from the Resizer. With ResourceHealth providers
+// after, even when that resize failed, as upstream starts them; the failed
+// resize is then tried once more while they run, so a success does not
+// restart them again at the next sync); the resize conditions and
+// container resources come from the Resizer. With ResourceHealth providers
 // (devicemgr, dra), every status of a regular container carries the
 // health of its devices (allocatedResourcesStatus); a pod's UID on
 // ProbeUpdates publishes a health change at once. UpdateObservers are

@@ -55,9 +55,14 @@ func (s *syncer) allocated(ctx context.Context, pod *v1.Pod) *v1.Pod {
 // stopped ones start at the allocation. It returns the pod's runtime status
 // to sync with (read again when it stopped containers). A pod getting a
 // new sandbox starts every container at its allocation.
-func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.PodActions) *nodekit.PodStatus {
+//
+// When the resize fails after containers were stopped for it, they start
+// in this sync all the same, as upstream starts them; the second status
+// returned (nil otherwise) is the one to retry the resize with once they
+// run (retryResize).
+func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.PodStatus, a *nodekit.PodActions) (*nodekit.PodStatus, *nodekit.PodStatus) {
 	if s.resize == nil {
-		return rs
+		return rs, nil
 	}
 	running := rs
 	if a.KillPod || a.CreateSandbox {
@@ -68,7 +73,7 @@ func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 		fresh, names, err := s.stopForResize(ctx, pod, running)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
-			return rs
+			return rs, nil
 		}
 		if len(names) > 0 {
 			rs, running, stopped = fresh, fresh, names
@@ -84,16 +89,17 @@ func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 		s.setStatus(ctx, pod, s.computeStatus(ctx, pod, rs, false))
 	}
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
 		if len(stopped) == 0 {
-			return rs
+			klog.FromContext(ctx).Error(err, "In-place resize failed; retried on the next sync", "pod", klog.KObj(pod))
+			return rs, nil
 		}
+		klog.FromContext(ctx).Error(err, "In-place resize failed; retried once the stopped containers start again", "pod", klog.KObj(pod), "containers", stopped)
 	}
 	for _, name := range stopped {
 		startForResize(pod, a, name)
 	}
 	if err != nil {
-		return rs
+		return rs, running
 	}
 	for _, name := range restart {
 		cs := rs.FindContainer(name)
@@ -104,7 +110,25 @@ func (s *syncer) resizeActions(ctx context.Context, pod *v1.Pod, rs *nodekit.Pod
 		startForResize(pod, a, name)
 		a.ContainersToKill[cs.ID] = kill
 	}
-	return rs
+	return rs, nil
+}
+
+// retryResize tries once more a resize that failed after containers were
+// stopped to restart them, now that this sync has started them again at
+// the allocation; stopped is the pod's runtime status read after the stop
+// (nil: nothing to retry). The usual cause is cgroup v1 refusing the pod
+// CPU quota below that of a stopped container's cgroup the kernel has
+// not released yet. A success records the started containers at the
+// allocation, as upstream records a container's resources when it starts;
+// without it the next sync would find them running at the old actuated
+// resources and restart them a second time.
+func (s *syncer) retryResize(ctx context.Context, pod *v1.Pod, stopped *nodekit.PodStatus) {
+	if stopped == nil {
+		return
+	}
+	if _, _, err := s.resize.Actuate(ctx, pod, stopped); err != nil {
+		klog.FromContext(ctx).Error(err, "In-place resize failed again; retried on the next sync", "pod", klog.KObj(pod))
+	}
 }
 
 // stopForResize stops the running containers the pod's resize restarts

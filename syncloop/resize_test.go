@@ -150,31 +150,8 @@ func (c *strictPodCgroup) EnsurePod(ctx context.Context, pod *v1.Pod) (string, e
 func TestResizeRestartStopsBeforePodCgroupShrinks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rt := agenttest.NewFakeRuntime(clock.RealClock{})
-		rec := &resizeRecorder{calls: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
 		cg := &strictPodCgroup{rt: rt}
-		store := syncloop.NewPodStore() // built first: the resizer reads the loop's pods through it
-		m, err := allocation.New(allocation.Config{
-			Containers: rec, PodCgroup: cg, Pods: store.ActivePods,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Pods, c.Resizer = store, m })
-		p := pod("u1", v1.RestartPolicyAlways, "inplace", "restarts")
-		withResources(p, "inplace", "100m", "64Mi", false)
-		withResources(p, "restarts", "200m", "64Mi", false)
-		restartOnCPU := []v1.ContainerResizePolicy{{ResourceName: v1.ResourceCPU, RestartPolicy: v1.RestartContainer}}
-		p.Spec.Containers[1].ResizePolicy = restartOnCPU
-		n.send(nodekit.ADD, p)
-		settle(3 * time.Second)
-		oldID := containerState(t, n.status.get(t, "u1"), "restarts").ContainerID
-
-		resized := p.DeepCopy()
-		resized.Generation = 2
-		withResources(resized, "restarts", "100m", "64Mi", false)
-		resized.Spec.Containers[1].ResizePolicy = restartOnCPU
-		n.send(nodekit.UPDATE, resized)
-		settle(3 * time.Second)
+		n, _, oldID := resizeRestartOnCPU(t, rt, cg)
 
 		s := n.status.get(t, "u1")
 		re := containerState(t, s, "restarts")
@@ -200,6 +177,98 @@ func TestResizeRestartStopsBeforePodCgroupShrinks(t *testing.T) {
 		}
 		if in := containerState(t, s, "inplace"); in.RestartCount != 0 {
 			t.Errorf("inplace restarted %d times, want 0", in.RestartCount)
+		}
+	})
+}
+
+// resizeRestartOnCPU starts a pod whose "restarts" container (200m,
+// restarted for a CPU change) runs beside "inplace" (100m), with cg as the
+// pod cgroup, then resizes "restarts" down to 100m. It returns the node,
+// the resized pod and the ID of "restarts" before the resize.
+func resizeRestartOnCPU(t *testing.T, rt *agenttest.FakeRuntime, cg allocation.PodCgroup) (*node, *v1.Pod, string) {
+	t.Helper()
+	rec := &resizeRecorder{calls: map[nodekit.ContainerID][]v1.ResourceRequirements{}}
+	store := syncloop.NewPodStore() // built first: the resizer reads the loop's pods through it
+	m, err := allocation.New(allocation.Config{
+		Containers: rec, PodCgroup: cg, Pods: store.ActivePods,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWith(t, rt, rt, func(c *syncloop.Config) { c.Pods, c.Resizer = store, m })
+	p := pod("u1", v1.RestartPolicyAlways, "inplace", "restarts")
+	withResources(p, "inplace", "100m", "64Mi", false)
+	withResources(p, "restarts", "200m", "64Mi", false)
+	restartOnCPU := []v1.ContainerResizePolicy{{ResourceName: v1.ResourceCPU, RestartPolicy: v1.RestartContainer}}
+	p.Spec.Containers[1].ResizePolicy = restartOnCPU
+	n.send(nodekit.ADD, p)
+	settle(3 * time.Second)
+	oldID := containerState(t, n.status.get(t, "u1"), "restarts").ContainerID
+
+	resized := p.DeepCopy()
+	resized.Generation = 2
+	withResources(resized, "restarts", "100m", "64Mi", false)
+	resized.Spec.Containers[1].ResizePolicy = restartOnCPU
+	n.send(nodekit.UPDATE, resized)
+	settle(3 * time.Second)
+	return n, resized, oldID
+}
+
+// lingeringPodCgroup refuses the first shrink of the pod's CPU below 300m
+// even though the container to restart has stopped: on cgroup v1 the
+// kernel releases a removed container cgroup asynchronously, and until it
+// has, the stopped container's quota still bounds the pod's.
+type lingeringPodCgroup struct {
+	mu      sync.Mutex
+	refused int
+	podCPU  []int64
+}
+
+func (c *lingeringPodCgroup) EnsurePod(_ context.Context, pod *v1.Pod) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var podLimit int64
+	for _, ctr := range pod.Spec.Containers {
+		podLimit += ctr.Resources.Limits.Cpu().MilliValue()
+	}
+	if podLimit < 300 && c.refused == 0 {
+		c.refused++
+		return "", errors.New("write cpu.cfs_quota_us: invalid argument")
+	}
+	c.podCPU = append(c.podCPU, podLimit)
+	return "/kubepods/pod" + string(pod.UID), nil
+}
+
+// A resize whose pod cgroup shrink fails once after the container to
+// restart was stopped: the container starts again in the same sync at
+// the new size (as upstream), the shrink is retried once it runs, and the
+// container is restarted once, not a second time at the next sync.
+func TestResizeRestartOnceWhenThePodCgroupShrinkFailsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rt := agenttest.NewFakeRuntime(clock.RealClock{})
+		cg := &lingeringPodCgroup{}
+		n, resized, oldID := resizeRestartOnCPU(t, rt, cg)
+		n.send(nodekit.UPDATE, resized) // a later sync must not restart it again
+		settle(3 * time.Second)
+
+		s := n.status.get(t, "u1")
+		re := containerState(t, s, "restarts")
+		if re.RestartCount != 1 || re.State.Running == nil || re.ContainerID == oldID {
+			t.Errorf("restarts: restartCount %d, running %v, id %s (was %s); want restarted once and running", re.RestartCount, re.State.Running != nil, re.ContainerID, oldID)
+		}
+		cg.mu.Lock()
+		refused, podCPU := cg.refused, append([]int64(nil), cg.podCPU...)
+		cg.mu.Unlock()
+		if refused != 1 {
+			t.Fatalf("the pod cgroup refused %d shrinks, want the one this test scripts", refused)
+		}
+		if len(podCPU) == 0 || podCPU[len(podCPU)-1] != 200 {
+			t.Errorf("pod cgroup CPU limits written %v, want the last at 200m", podCPU)
+		}
+		for _, c := range s.Conditions {
+			if c.Type == v1.PodResizePending || c.Type == v1.PodResizeInProgress {
+				t.Errorf("condition %s left after the resize: %+v", c.Type, c)
+			}
 		}
 	})
 }

@@ -186,7 +186,7 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 
 	actions := computeActions(pod, rs, s.probes, s.hash)
 	retry := s.applyBackoff(pod, rs, &actions)
-	rs = s.resizeActions(ctx, pod, rs, &actions)
+	rs, stopped := s.resizeActions(ctx, pod, rs, &actions)
 	if left, ok := deadlineLeft(pod, st, s.clock.Now()); ok && (retry == 0 || left < retry) {
 		retry = left // come back when the active deadline passes
 	}
@@ -197,7 +197,9 @@ func (s *syncer) SyncPod(ctx context.Context, t UpdateType, pod, mirror *v1.Pod,
 		}
 		return false, nil
 	}
-	if err := s.runActions(ctx, pod, rs, actions, secrets); err != nil {
+	err := s.runActions(ctx, pod, rs, actions, secrets)
+	s.retryResize(ctx, pod, stopped)
+	if err != nil {
 		return false, err
 	}
 	if retry > 0 {
