@@ -424,6 +424,17 @@ func (m *Manager) PodCgroupPath(pod *v1.Pod) (string, error) {
 	return m.literal(name), nil
 }
 
+// PodCgroupParent is the cgroup parent to give the runtime for pod's
+// sandbox, as EnsurePod returns it, without creating or writing anything:
+// "" without CgroupsPerQOS. With PodCgroupExists it lets a caller leave an
+// existing pod cgroup as it is, as upstream's EnsureExists does.
+func (m *Manager) PodCgroupParent(pod *v1.Pod) (string, error) {
+	if !m.cfg.CgroupsPerQOS {
+		return "", nil
+	}
+	return m.PodCgroupPath(pod)
+}
+
 // EnsurePod creates pod's cgroup, or updates it, with the limits of
 // ResourceConfigForPod (and PodPidsLimit), and returns the cgroup parent
 // to give the runtime for the pod's sandbox: the literal path in the

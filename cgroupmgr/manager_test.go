@@ -90,6 +90,9 @@ func TestManagerOnV1(t *testing.T) {
 		if parent != tc.parent {
 			t.Errorf("%s: cgroup parent %q, want %q", tc.pod.Name, parent, tc.parent)
 		}
+		if got, err := m.PodCgroupParent(tc.pod); err != nil || got != parent {
+			t.Errorf("%s: PodCgroupParent = %q, %v; want EnsurePod's %q", tc.pod.Name, got, err, parent)
+		}
 		for hf, want := range tc.files {
 			h, file, _ := strings.Cut(hf, "/")
 			if got := readT(t, filepath.Join(root, h, parent, file)); got != want {
@@ -207,6 +210,9 @@ func TestManagerWithoutQOSCgroups(t *testing.T) {
 	}
 	if ok, _ := m.PodCgroupExists(ctx, burstablePod); !ok {
 		t.Error("PodCgroupExists false without QoS cgroups")
+	}
+	if got, err := m.PodCgroupParent(burstablePod); err != nil || got != "" {
+		t.Errorf("PodCgroupParent = %q, %v; want the runtime's default", got, err)
 	}
 	if exists(filepath.Join(root, "memory", "kubepods")) {
 		t.Error("kubepods created without CgroupsPerQOS")

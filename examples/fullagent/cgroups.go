@@ -119,17 +119,30 @@ func (pc *podCgroups) start(ctx context.Context) error {
 	return nil
 }
 
-// sandbox puts the pod's cgroup, created now, into its sandbox options.
-// As upstream's SyncPod, a pod whose cgroup does not exist yet first has
-// the QoS tiers sized to the active pods (active, which include it), so
-// the burstable tier's shares count a new burstable pod before it runs.
+// sandbox puts the pod's cgroup into its sandbox options, creating it when
+// it does not exist. As upstream's SyncPod, a pod whose cgroup does not
+// exist yet first has the QoS tiers sized to the active pods (active,
+// which include it), so the burstable tier's shares count a new burstable
+// pod before it runs. An existing pod cgroup is left as it is, as
+// upstream's EnsureExists leaves it: its limits change only through the
+// in-place resize (package allocation), which checks a memory decrease
+// against the pod's usage first and orders the writes against the
+// containers'; writing the allocation here, before a container starts,
+// would skip both.
 func (pc *podCgroups) sandbox(active func() []*v1.Pod, next func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error)) func(context.Context, *v1.Pod) (nodekit.SandboxOptions, error) {
 	return func(ctx context.Context, pod *v1.Pod) (nodekit.SandboxOptions, error) {
 		o, err := next(ctx, pod)
 		if err != nil || pc.m == nil {
 			return o, err
 		}
-		if ok, err := pc.m.PodCgroupExists(ctx, pod); err == nil && !ok {
+		ok, err := pc.m.PodCgroupExists(ctx, pod)
+		if err == nil && ok {
+			if o.CgroupParent, err = pc.m.PodCgroupParent(pod); err != nil {
+				return o, fmt.Errorf("pod cgroup: %w", err)
+			}
+			return o, nil
+		}
+		if err == nil && !ok {
 			if err := pc.m.UpdateQOS(ctx, active()); err != nil {
 				klog.FromContext(ctx).V(2).Info("Failed to update QoS cgroups while syncing pod", "pod", klog.KObj(pod), "err", err)
 			}

@@ -49,7 +49,8 @@ func (d *recordingDriver) Destroy(_ context.Context, name cgroupmgr.CgroupName) 
 
 // A new Burstable pod: the burstable tier gets its shares (upstream's
 // SyncPod calls UpdateQOSCgroups before it creates a pod's cgroup), then
-// the pod's cgroup is made; a pod whose cgroup exists leaves the tiers.
+// the pod's cgroup is made; a pod whose cgroup exists leaves the tiers
+// and its cgroup as they are (upstream's EnsureExists).
 func TestSandboxSizesQOSFirst(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	d := &recordingDriver{cgroups: map[string]bool{"/": true}}
@@ -79,12 +80,19 @@ func TestSandboxSizesQOSFirst(t *testing.T) {
 	if i := indexOf(d.applied, want[0]); i < 0 || indexOf(d.applied, want[1]) < i {
 		t.Errorf("applied %q, want %q before %q", d.applied, want[0], want[1])
 	}
+	// The pod, resized: its existing cgroup is left to the resize.
 	d.applied = nil
-	if _, err := sandbox(ctx, pod); err != nil {
+	resized := pod.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("50m")
+	o, err = sandbox(ctx, resized)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d.applied) != 1 || d.applied[0] != want[1] {
-		t.Errorf("a pod whose cgroup exists: applied %q, want only %q", d.applied, want[1])
+	if o.CgroupParent != "/kubepods/burstable/pod1234" {
+		t.Errorf("a pod whose cgroup exists: CgroupParent = %q", o.CgroupParent)
+	}
+	if len(d.applied) != 0 {
+		t.Errorf("a pod whose cgroup exists: applied %q, want nothing written", d.applied)
 	}
 }
 
