@@ -13,11 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/tracing"
@@ -73,7 +74,7 @@ type agent struct {
 	loop          *syncloop.Loop
 	node          *statusmgr.NodeReporter
 	lease         *statusmgr.Heartbeat
-	informer      informers.SharedInformerFactory
+	nodeInformer  cache.SharedIndexInformer // this node's Node
 	events        record.EventBroadcaster
 	// checkpoint wraps the API source: it keeps the objects pods use
 	// through outages, and persists them with --pod-checkpoint.
@@ -104,7 +105,7 @@ type agent struct {
 	// shutdownGrace is the total shutdown grace period (logind's
 	// InhibitDelayMaxSec must be at least this).
 	shutdownGrace time.Duration
-	apiInformer   informers.SharedInformerFactory
+	apiInformer   *apiInformers
 	// tracer is the tracing block's provider (tracing.go), handed to the
 	// CRI runtime, the loop and the API clients; nil without tracing.
 	tracer tracing.TracerProvider
@@ -281,11 +282,11 @@ func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (
 			return n, nil
 		}), nil
 	}
-	a.informer = informers.NewSharedInformerFactoryWithOptions(a.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
-		}))
-	a.informer.Core().V1().Nodes().Lister() // registers the informer before Start
+	// One informer, not a SharedInformerFactory: the factory reaches the
+	// informers of every API group and links them all into the binary.
+	a.nodeInformer = coreinformers.NewFilteredNodeInformer(a.client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
+	})
 	// The cached Node, else (offline start) the checkpointed or a local one.
 	return admission.NodeFunc(func(ctx context.Context) (*v1.Node, error) { return a.admissionNode(ctx, machine) }), nil
 }
@@ -396,8 +397,8 @@ func (a *agent) startNodeSide(ctx context.Context, start starter) {
 	if a.apiInformer != nil {
 		a.apiInformer.Start(ctx.Done()) // not waited for: the API server may be down
 	}
-	if a.informer != nil {
-		a.informer.Start(ctx.Done())
+	if a.nodeInformer != nil {
+		go a.nodeInformer.Run(ctx.Done())
 		a.waitNodeCache(ctx) // bounded: the API server may be unreachable
 	}
 	if a.apiCert != nil {

@@ -15,7 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	nodeinformers "k8s.io/client-go/informers/node/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -66,10 +67,10 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 	// Services from an informer's cache, as kubelet's service lister
 	// (live LISTs only until it has synced): no LIST per pod start.
 	if a.apiInformer == nil {
-		a.apiInformer = newAPIInformer(a.client)
+		a.apiInformer = newAPIInformers(a.client)
 	}
-	svc := a.apiInformer.Core().V1().Services()
-	services := informerServices{lister: svc.Lister(), synced: svc.Informer().HasSynced, live: live}
+	svc := a.apiInformer.services
+	services := informerServices{lister: corelisters.NewServiceLister(svc.GetIndexer()), synced: svc.HasSynced, live: live}
 	// ConfigMaps and Secrets are watched one object at a time, as
 	// upstream's default (configMapAndSecretChangeDetectionStrategy:
 	// Watch): volume refreshes send no requests for unchanged objects.
@@ -115,10 +116,10 @@ func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequeste
 
 // cachedNode is this node's Node from the node informer's cache.
 func (a *agent) cachedNode(context.Context) (*v1.Node, error) {
-	if a.informer == nil {
+	if a.nodeInformer == nil {
 		return nil, errors.New("no node informer")
 	}
-	return a.informer.Core().V1().Nodes().Lister().Get(a.nodeName)
+	return corelisters.NewNodeLister(a.nodeInformer.GetIndexer()).Get(a.nodeName)
 }
 
 // admissionNode is the Node admission checks pods against: from the
@@ -191,7 +192,7 @@ func (a *agent) register(ctx context.Context) {
 func (a *agent) waitNodeCache(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, nodeCacheSyncTimeout)
 	defer cancel()
-	synced := a.informer.Core().V1().Nodes().Informer().HasSynced
+	synced := a.nodeInformer.HasSynced
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		klog.FromContext(ctx).Info("The API server has not listed the Node yet; admitting pods against the checkpointed or local Node meanwhile", "node", a.nodeName)
 	}
@@ -214,13 +215,37 @@ func (s informerServices) ListServices(ctx context.Context, namespace string) ([
 	return s.lister.Services(namespace).List(labels.Everything())
 }
 
-// newAPIInformer is the factory of the agent's cluster-wide informers
-// (Services, RuntimeClasses), their objects kept without managedFields.
-func newAPIInformer(c kubernetes.Interface) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTransform(func(obj any) (any, error) {
-		if m, ok := obj.(metav1.Object); ok {
-			m.SetManagedFields(nil)
-		}
-		return obj, nil
-	}))
+// apiInformers are the agent's cluster-wide informers (Services,
+// RuntimeClasses), their objects kept without managedFields. They are
+// made one by one rather than by a SharedInformerFactory, which reaches
+// the informers of every API group and so links all of them into the
+// binary (1.4 MB of fullagent's 62.7 MB).
+type apiInformers struct {
+	services cache.SharedIndexInformer
+	classes  cache.SharedIndexInformer
+}
+
+func newAPIInformers(c kubernetes.Interface) *apiInformers {
+	namespaced := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	s := &apiInformers{
+		services: coreinformers.NewServiceInformer(c, metav1.NamespaceAll, 0, namespaced),
+		classes:  nodeinformers.NewRuntimeClassInformer(c, 0, cache.Indexers{}),
+	}
+	for _, inf := range []cache.SharedIndexInformer{s.services, s.classes} {
+		_ = inf.SetTransform(dropManagedFields) // fails only once started
+	}
+	return s
+}
+
+// Start runs the informers until stop is closed; call it once.
+func (s *apiInformers) Start(stop <-chan struct{}) {
+	go s.services.Run(stop)
+	go s.classes.Run(stop)
+}
+
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	nodev1listers "k8s.io/client-go/listers/node/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
@@ -275,9 +276,9 @@ func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRe
 	a.classes = &runtimeClasses{}
 	if a.client != nil {
 		if a.apiInformer == nil { // the API source made it (checkpoint.go)
-			a.apiInformer = newAPIInformer(a.client)
+			a.apiInformer = newAPIInformers(a.client)
 		}
-		a.classes.lister = a.apiInformer.Node().V1().RuntimeClasses().Lister()
+		a.classes.lister = nodev1listers.NewRuntimeClassLister(a.apiInformer.classes.GetIndexer())
 	}
 	h.node, err = a.nodeGetter(ctx, h.machine)
 	return h, err
