@@ -40,6 +40,8 @@ import (
 	_ "k8s.io/component-base/logs/json/register" // logging.format: json, as kubelet
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekit/nodekit/internal/grpcbuf"
 )
 
 // kubeletVersion is the kubelet release whose behaviour fullagent matches.
@@ -50,6 +52,12 @@ func main() {
 	// global meter provider would keep every instrument the gRPC
 	// instrumentation of traced CRI connections makes.
 	otel.SetMeterProvider(noop.NewMeterProvider())
+	// Received CRI lists in buffers near their size, not gRPC's 1 MiB
+	// tier (internal/grpcbuf); before any gRPC connection is made.
+	if err := grpcbuf.Register(); err != nil {
+		fmt.Fprintln(os.Stderr, "fullagent:", err)
+		os.Exit(1)
+	}
 	o, err := parseFlags(os.Args[1:], os.Stderr)
 	if isHelp(err) {
 		os.Exit(0)
