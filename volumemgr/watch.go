@@ -22,8 +22,11 @@ import (
 // that watch, as upstream's watch-based configMapAndSecretChangeDetection
 // does: a node whose pods refresh their volumes every minute sends no
 // requests for unchanged objects. A watch not read for Idle is stopped.
-// Reads before a watch has synced, and reads of objects that do not
-// exist, go to the API server.
+// A read before its watch has synced waits for the sync, for at most
+// SyncWait (as upstream's one second), so a burst of pods reading one
+// object sends one LIST instead of a GET each; a read still unsynced
+// then, and a read of an object that does not exist, go to the API
+// server (where upstream fails the read until the watch syncs).
 type Watching struct {
 	client kubernetes.Interface
 	direct *Client
@@ -31,6 +34,9 @@ type Watching struct {
 	// Idle is how long a watched object may go unread before its watch
 	// stops. Default 5 minutes.
 	Idle time.Duration
+	// SyncWait is how long a read waits for its watch's first list
+	// before it asks the API server. Default 1 second.
+	SyncWait time.Duration
 
 	mu      sync.Mutex
 	watches map[watchKey]*objectWatch
@@ -43,7 +49,7 @@ type watchKey struct {
 
 type objectWatch struct {
 	store    cache.Store
-	synced   func() bool
+	synced   cache.DoneChecker
 	stop     chan struct{}
 	lastRead time.Time
 }
@@ -53,12 +59,12 @@ func NewWatching(cs kubernetes.Interface, clk clock.WithTicker) *Watching {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Watching{client: cs, direct: FromClient(cs), clock: clk, Idle: 5 * time.Minute, watches: map[watchKey]*objectWatch{}}
+	return &Watching{client: cs, direct: FromClient(cs), clock: clk, Idle: 5 * time.Minute, SyncWait: time.Second, watches: map[watchKey]*objectWatch{}}
 }
 
 // GetConfigMap implements ObjectGetter.
 func (w *Watching) GetConfigMap(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-	if obj, ok := w.cached(watchKey{false, namespace, name}); ok {
+	if obj, ok := w.cached(ctx, watchKey{false, namespace, name}); ok {
 		return obj.(*v1.ConfigMap).DeepCopy(), nil
 	}
 	return w.direct.GetConfigMap(ctx, namespace, name)
@@ -66,7 +72,7 @@ func (w *Watching) GetConfigMap(ctx context.Context, namespace, name string) (*v
 
 // GetSecret implements ObjectGetter.
 func (w *Watching) GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error) {
-	if obj, ok := w.cached(watchKey{true, namespace, name}); ok {
+	if obj, ok := w.cached(ctx, watchKey{true, namespace, name}); ok {
 		return obj.(*v1.Secret).DeepCopy(), nil
 	}
 	return w.direct.GetSecret(ctx, namespace, name)
@@ -77,8 +83,9 @@ func (w *Watching) CreateToken(ctx context.Context, namespace, serviceAccount st
 	return w.direct.CreateToken(ctx, namespace, serviceAccount, req)
 }
 
-// cached returns the watched object, starting its watch on first use.
-func (w *Watching) cached(k watchKey) (runtime.Object, bool) {
+// cached returns the watched object, starting its watch on first use and
+// waiting for its sync.
+func (w *Watching) cached(ctx context.Context, k watchKey) (runtime.Object, bool) {
 	w.mu.Lock()
 	ow := w.watches[k]
 	if ow == nil {
@@ -87,7 +94,7 @@ func (w *Watching) cached(k watchKey) (runtime.Object, bool) {
 	}
 	ow.lastRead = w.clock.Now()
 	w.mu.Unlock()
-	if !ow.synced() {
+	if !w.waitSynced(ctx, ow) {
 		return nil, false
 	}
 	obj, ok, err := ow.store.GetByKey(k.namespace + "/" + k.name)
@@ -95,6 +102,23 @@ func (w *Watching) cached(k watchKey) (runtime.Object, bool) {
 		return nil, false // not there (yet): the API server says why
 	}
 	return obj.(runtime.Object), true
+}
+
+// waitSynced waits at most SyncWait for the watch's first list.
+func (w *Watching) waitSynced(ctx context.Context, ow *objectWatch) bool {
+	select {
+	case <-ow.synced.Done():
+		return true
+	default:
+	}
+	select {
+	case <-ow.synced.Done():
+		return true
+	case <-w.clock.After(w.SyncWait):
+	case <-ctx.Done():
+	case <-ow.stop: // stopped idle meanwhile
+	}
+	return false
 }
 
 // start runs a reflector on the one object.
@@ -130,7 +154,7 @@ func (w *Watching) start(k watchKey) *objectWatch {
 		}
 	}
 	inf := cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
-	ow := &objectWatch{store: inf.GetStore(), synced: inf.HasSynced, stop: make(chan struct{})}
+	ow := &objectWatch{store: inf.GetStore(), synced: inf.HasSyncedChecker(), stop: make(chan struct{})}
 	go inf.Run(ow.stop)
 	return ow
 }

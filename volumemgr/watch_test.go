@@ -2,6 +2,7 @@ package volumemgr_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -104,3 +105,107 @@ func TestWatchingGetter(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// countingClient is a clientset whose ConfigMap GETs are counted and whose
+// LISTs (a watch's first list) are held for listDelay.
+func countingClient(t *testing.T, cp *agenttest.ControlPlane, listDelay time.Duration) (kubernetes.Interface, func() int) {
+	var mu sync.Mutex
+	gets := 0
+	rc := rest.CopyConfig(cp.Admin)
+	rc.QPS, rc.Burst = -1, 0 // no client-side limit: the test times the list itself
+	rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			switch {
+			case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/configmaps/"):
+				mu.Lock()
+				gets++
+				mu.Unlock()
+			case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps") && r.URL.Query().Get("watch") == "":
+				time.Sleep(listDelay)
+			}
+			return rt.RoundTrip(r)
+		})
+	}
+	return kubernetes.NewForConfigOrDie(rc), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return gets
+	}
+}
+
+// stopWatches stops w's watches when the test ends, before its API
+// server is stopped (which otherwise waits for them).
+func stopWatches(t *testing.T, w *volumemgr.Watching) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = w.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func createConfigMap(t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string]string{"k": "v"}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A burst of reads of one object before its watch has listed it waits for
+// the list: no read GETs the object (before, each of them did).
+func TestWatchingBurstWaitsForTheList(t *testing.T) {
+	cp := agenttest.StartControlPlane(t)
+	cs, gets := countingClient(t, cp, 300*time.Millisecond)
+	createConfigMap(t, cs, "burst", "root-ca")
+	w := volumemgr.NewWatching(cs, clocktesting.NewFakeClock(time.Now()))
+	w.SyncWait = time.Minute // never reached: the list ends the wait
+	stopWatches(t, w)
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			got, err := w.GetConfigMap(t.Context(), "burst", "root-ca")
+			if err == nil && got.Data["k"] != "v" {
+				err = errors.New("wrong data " + got.Data["k"])
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := gets(); n != 0 {
+		t.Fatalf("%d GETs for 20 reads during the watch's first list, want 0", n)
+	}
+}
+
+// A read whose watch has not listed within SyncWait asks the API server.
+func TestWatchingReadsLiveAfterSyncWait(t *testing.T) {
+	cp := agenttest.StartControlPlane(t)
+	cs, gets := countingClient(t, cp, 3*time.Second)
+	createConfigMap(t, cs, "slow", "cfg")
+	w := volumemgr.NewWatching(cs, nil) // the real clock times SyncWait
+	w.SyncWait = 100 * time.Millisecond
+	stopWatches(t, w)
+	start := time.Now()
+	got, err := w.GetConfigMap(t.Context(), "slow", "cfg")
+	if err != nil || got.Data["k"] != "v" {
+		t.Fatalf("read: %v, %v", got, err)
+	}
+	if n, took := gets(), time.Since(start); n != 1 || took >= 3*time.Second {
+		t.Fatalf("%d GETs after %v, want 1 before the 3 s list ends", n, took)
+	}
+}
