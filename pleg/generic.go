@@ -64,6 +64,12 @@ type Options struct {
 	// streams container events (fullagent sets it while the EventedPLEG
 	// feature gate is off, as kubelet). NewGeneric ignores it.
 	RelistOnly bool
+	// OnList, if set, receives each successful listing (every sandbox and
+	// container) and the time it started, so readers that can take a
+	// listing a moment old share it (runtimecache.Cache.Observe). The
+	// PLEG never changes a listing after it is handed over, and the
+	// receiver must not change it either.
+	OnList func(pods []*nodekit.Pod, at time.Time)
 }
 
 // Metrics receives what upstream's PLEG reports: relist durations and
@@ -189,6 +195,9 @@ func (g *Generic) Relist(ctx context.Context) {
 	g.healthMu.Unlock()
 	g.opts.Metrics.SetPLEGLastSeen(start)
 	g.opts.Metrics.SetRunning(runningCounts(pods))
+	if g.opts.OnList != nil {
+		g.opts.OnList(pods, start)
+	}
 
 	g.cur = make(map[types.UID]*nodekit.Pod, len(pods))
 	for _, p := range pods {

@@ -313,3 +313,27 @@ func TestRelistInspectsOnlyChangedPods(t *testing.T) {
 		t.Fatalf("u1 inspected %d times, want 1", rt.calls["u1"])
 	}
 }
+
+// TestOnListGetsEachListing checks the hook runtimecache feeds on: every
+// successful relist hands over its listing and start time, a failed one
+// nothing.
+func TestOnListGetsEachListing(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	rt := agenttest.NewFakeRuntime(clk)
+	var got [][]*nodekit.Pod
+	var at []time.Time
+	g := pleg.NewGeneric(rt, pleg.NewCache(), pleg.Options{Clock: clk, OnList: func(pods []*nodekit.Pod, t time.Time) {
+		got, at = append(got, pods), append(at, t)
+	}})
+	startAll(t, rt, testPod("u1", "a"))
+	g.Relist(t.Context())
+	if len(got) != 1 || len(got[0]) != 1 || got[0][0].ID != "u1" || len(got[0][0].Containers) != 1 || !at[0].Equal(clk.Now()) {
+		t.Fatalf("OnList after one relist: %d calls, listing %+v at %v; want pod u1 with its container at %v", len(got), got, at, clk.Now())
+	}
+	rt.SetUnavailable(errors.New("runtime down"))
+	clk.Step(time.Second)
+	g.Relist(t.Context())
+	if len(got) != 1 {
+		t.Fatalf("OnList called %d times; a failed listing must not be handed over", len(got))
+	}
+}

@@ -41,6 +41,7 @@ import (
 	"github.com/nodekit/nodekit/podresources"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/pullrecords"
+	"github.com/nodekit/nodekit/runtimecache"
 	"github.com/nodekit/nodekit/server"
 	"github.com/nodekit/nodekit/shutdown"
 	"github.com/nodekit/nodekit/stats"
@@ -79,6 +80,10 @@ type agent struct {
 	// checkpoint wraps the API source: it keeps the objects pods use
 	// through outages, and persists them with --pod-checkpoint.
 	checkpoint *podconfig.CheckpointSource
+	// listing serves the PLEG's last listing to the periodic readers
+	// that can take one a moment old (cgroup clean-up, container GC);
+	// housekeeping asks the runtime itself, as upstream.
+	listing *runtimecache.Cache
 	// localLabels are --node-labels, for a Node built locally (offline).
 	localLabels map[string]string
 	api         *server.Server         // the node API (:10250)
@@ -429,7 +434,7 @@ func (a *agent) startPodSide(ctx context.Context, start starter) error {
 	if err := a.cgroups.start(ctx); err != nil {
 		return err
 	}
-	keeper := cgroupKeeper{pods: a.pods, runtime: a.runtime, classes: a.classes, resizer: a.resizer}
+	keeper := cgroupKeeper{pods: a.pods, runtime: a.listing, classes: a.classes, resizer: a.resizer}
 	start("pod cgroups", func(ctx context.Context) error { return a.cgroups.run(ctx, keeper) })
 	if err := a.devices.Start(ctx); err != nil {
 		return err
@@ -498,8 +503,12 @@ func (discardSink) DeletePod(context.Context, *v1.Pod) error                   {
 // over it, where events also refresh their pods at once beside the same
 // 1 s relist (and which falls back to relisting alone if the stream does
 // not work).
-func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate, m pleg.Metrics) pleg.PLEG {
-	p := pleg.New(rt, cache, pleg.Options{Metrics: m, RelistOnly: !gates.Enabled(featureEventedPLEG)})
+func newPLEG(ctx context.Context, rt pleg.Runtime, cache *pleg.Cache, gates featuregate.FeatureGate, m pleg.Metrics, listing *runtimecache.Cache) pleg.PLEG {
+	opts := pleg.Options{Metrics: m, RelistOnly: !gates.Enabled(featureEventedPLEG)}
+	if listing != nil {
+		opts.OnList = listing.Observe
+	}
+	p := pleg.New(rt, cache, opts)
 	if _, evented := p.(*pleg.Evented); evented {
 		klog.FromContext(ctx).Info("EventedPLEG: CRI container events beside the relist")
 	}

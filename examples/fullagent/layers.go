@@ -32,6 +32,7 @@ import (
 	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/probes"
 	"github.com/nodekit/nodekit/pullrecords"
+	"github.com/nodekit/nodekit/runtimecache"
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
@@ -96,7 +97,8 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.
 		return nil, fmt.Errorf("container log rotation: %w", err)
 	}
 	cache := pleg.NewCache()
-	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics)
+	a.listing = runtimecache.New(runtimecache.Config{Runtime: a.runtime})
+	a.pleg = newPLEG(ctx, a.runtime, cache, a.gates, a.metrics, a.listing)
 	return cache, nil
 }
 

@@ -32,7 +32,7 @@ func TestPLEGFollowsEventedGate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run := newPLEG(t.Context(), rt, pleg.NewCache(), gates, nil)
+			run := newPLEG(t.Context(), rt, pleg.NewCache(), gates, nil, nil)
 			_, evented := run.(*pleg.Evented)
 			_, generic := run.(*pleg.Generic)
 			if evented != tc.evented || generic == tc.evented {
