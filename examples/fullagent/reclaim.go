@@ -11,12 +11,10 @@ import (
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
-	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/pullrecords"
-	"github.com/nodekit/nodekit/runtimecache"
 	"github.com/nodekit/nodekit/statusmgr"
 	"github.com/nodekit/nodekit/syncloop"
 )
@@ -64,7 +62,8 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		PodLogsDir:   cfg.PodLogsDir,
 		Period:       o.containerGCPeriod,
 		SourcesReady: pods.SourcesReady, TracerProvider: a.tracer,
-	}, listedRuntime{ContainerRuntime: a.runtime, listing: a.listing}, pods)
+		Listing: a.listing, // the periodic passes; Reclaim asks the runtime
+	}, a.runtime, pods)
 	if err != nil {
 		return nil, err
 	}
@@ -145,17 +144,4 @@ func imageRecords(v *pullrecords.Verifier) gc.RecordPruner {
 		return nil
 	}
 	return v
-}
-
-// listedRuntime is the runtime for container GC, listing through the
-// shared PLEG listing (a container listed exited stays exited, and one
-// removed since is removed again without error, as CRI specifies).
-type listedRuntime struct {
-	gc.ContainerRuntime
-	listing *runtimecache.Cache
-}
-
-// ListPods implements gc.ContainerRuntime.
-func (r listedRuntime) ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error) {
-	return r.listing.ListPods(ctx, all)
 }
