@@ -195,12 +195,6 @@ type ContainerGCConfig struct {
 	// Reclaim) in a span named as upstream's, Containers/GarbageCollect;
 	// the runtime calls of the pass run under it. Nil traces nothing.
 	TracerProvider trace.TracerProvider
-	// Listing, when set, is what the periodic passes of Run list the pods
-	// from instead of the runtime: a listing up to a moment old
-	// (runtimecache.Cache) does for them, a dead container waiting for
-	// the next pass. GarbageCollect and Reclaim, the eviction manager's
-	// step under pressure, always ask the runtime.
-	Listing PodLister
 }
 
 // ContainerGC removes dead containers, dead sandboxes and the log
@@ -232,15 +226,10 @@ func NewContainerGC(cfg ContainerGCConfig, rt ContainerRuntime, state PodStatePr
 // the runtime and returns the errors joined; a failed removal does not
 // stop the others.
 func (g *ContainerGC) GarbageCollect(ctx context.Context, evictNonDeleted bool) error {
-	return g.collect(ctx, evictNonDeleted, g.rt)
-}
-
-// collect is GarbageCollect with the pods listed by list.
-func (g *ContainerGC) collect(ctx context.Context, evictNonDeleted bool, list PodLister) error {
 	ctx, span := g.tracer.Start(ctx, containerGCSpan)
 	defer span.End()
 	logger := klog.FromContext(ctx)
-	pods, err := list.ListPods(ctx, true)
+	pods, err := g.rt.ListPods(ctx, true)
 	if err != nil {
 		return fmt.Errorf("gc: list pods: %w", err)
 	}
@@ -285,13 +274,8 @@ func (g *ContainerGC) Reclaim(ctx context.Context) error {
 	return g.GarbageCollect(ctx, true)
 }
 
-// Run calls GarbageCollect every Period until ctx is done, logging
-// errors; with Listing set, the passes list the pods from it.
+// Run calls GarbageCollect every Period until ctx is done, logging errors.
 func (g *ContainerGC) Run(ctx context.Context) error {
-	var list PodLister = g.rt
-	if g.cfg.Listing != nil {
-		list = g.cfg.Listing
-	}
 	t := g.cfg.Clock.NewTicker(g.cfg.Period)
 	defer t.Stop()
 	for {
@@ -299,7 +283,7 @@ func (g *ContainerGC) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C():
-			if err := g.collect(ctx, false, list); err != nil {
+			if err := g.GarbageCollect(ctx, false); err != nil {
 				klog.FromContext(ctx).Error(err, "Container garbage collection failed")
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -238,68 +237,5 @@ func TestContainerGCStep(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(logs, "ns_live_l")); err != nil {
 		t.Errorf("logs of live pod removed: %v", err)
-	}
-}
-
-// countingLister is a Listing that hands out pods and counts its calls.
-type countingLister struct {
-	pods  []*nodekit.Pod
-	calls atomic.Int32
-}
-
-func (l *countingLister) ListPods(context.Context, bool) ([]*nodekit.Pod, error) {
-	l.calls.Add(1)
-	return l.pods, nil
-}
-
-// countingRuntime is fakeRuntime counting its listings.
-type countingRuntime struct {
-	fakeRuntime
-	lists atomic.Int32
-}
-
-func (f *countingRuntime) ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error) {
-	f.lists.Add(1)
-	return f.fakeRuntime.ListPods(ctx, all)
-}
-
-// TestRunListsThroughListingReclaimAsksTheRuntime: the periodic passes
-// take the pods from Listing, and what they list is removed; Reclaim
-// (the eviction manager's step) lists from the runtime itself.
-func TestRunListsThroughListingReclaimAsksTheRuntime(t *testing.T) {
-	clk := clocktesting.NewFakeClock(t0)
-	rt := &countingRuntime{}
-	listing := &countingLister{pods: []*nodekit.Pod{{ID: "g", Containers: []*nodekit.Container{ctr("g-dead", "app", nodekit.StateExited, time.Hour)}}}}
-	g, err := NewContainerGC(ContainerGCConfig{Policy: ContainerPolicy{MaxPerPodContainer: 1, MaxContainers: -1},
-		Period: time.Minute, Clock: clk, Listing: listing}, rt, podStates{content: map[types.UID]bool{"g": true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for listing.calls.Load() == 0 && time.Now().Before(deadline) {
-		if clk.HasWaiters() {
-			clk.Step(time.Minute)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run ended with %v, want the context's cancellation", err)
-	}
-	if listing.calls.Load() == 0 || rt.lists.Load() != 0 {
-		t.Fatalf("periodic pass: Listing asked %d times, runtime %d; want the Listing only", listing.calls.Load(), rt.lists.Load())
-	}
-	if !slices.Equal(rt.removed, []string{"g-dead"}) {
-		t.Fatalf("periodic pass removed %v, want the listed dead container", rt.removed)
-	}
-	calls := listing.calls.Load()
-	if err := g.Reclaim(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if rt.lists.Load() != 1 || listing.calls.Load() != calls {
-		t.Fatalf("Reclaim: runtime asked %d times, Listing %d more; want the runtime once", rt.lists.Load(), listing.calls.Load()-calls)
 	}
 }

@@ -5,11 +5,11 @@
 // last such listing (fed through pleg.Options.OnList) and serves
 // ListPods from it while it is no older than MaxAge; an older one, or none,
 // is refreshed by a listing of its own. Readers that can act on a pod list
-// a moment old use it: in fullagent, the pod cgroup clean-up and the
-// periodic passes of container garbage collection (gc's
-// ContainerGCConfig.Listing; its Reclaim under disk pressure asks the
-// runtime). The stats provider does not: a container started
-// since the listing would lack its start time in the summary. Upstream
+// a moment old use it: in fullagent, the pod cgroup clean-up. Container
+// garbage collection does not: upstream's lists the runtime afresh, and
+// its trace shows that listing under the pass's span (fullagent's
+// TestTracing checks it). The stats provider does not either: a container
+// started since the listing would lack its start time in the summary. Upstream
 // kubelet keeps such a cache too (its runtime cache, refreshed when older
 // than 3 s); its housekeeping forces a fresh listing, and nodekit's keeps
 // asking the runtime directly.

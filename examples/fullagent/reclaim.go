@@ -62,7 +62,6 @@ func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.Even
 		PodLogsDir:   cfg.PodLogsDir,
 		Period:       o.containerGCPeriod,
 		SourcesReady: pods.SourcesReady, TracerProvider: a.tracer,
-		Listing: a.listing, // the periodic passes; Reclaim asks the runtime
 	}, a.runtime, pods)
 	if err != nil {
 		return nil, err
