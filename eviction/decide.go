@@ -78,6 +78,21 @@ const (
 	signalEphemeralContainerFsLimit = "ephemeralcontainerfs.limit"
 )
 
+// storageLimited reports whether pod has a limit localStorageViolation
+// checks: a disk-backed emptyDir with a size limit, or an ephemeral-storage
+// limit of the pod (its own, or its containers' summed as the scheduler
+// does) or of a container or sidecar. A pod without one is never evicted
+// for its local storage, whatever its stats say.
+func storageLimited(pod *v1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if ed := v.EmptyDir; ed != nil && ed.Medium != v1.StorageMediumMemory && ed.SizeLimit != nil && ed.SizeLimit.Sign() > 0 {
+			return true
+		}
+	}
+	_, ok := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceEphemeralStorage]
+	return ok
+}
+
 // localStorageViolation is LocalStorageViolation with the violation's
 // eviction signal.
 func localStorageViolation(pod *v1.Pod, s statsapi.PodStats, dedicatedImageFs bool) (string, string, bool) {

@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,6 +103,64 @@ func TestLocalStorageViolation(t *testing.T) {
 			msg, bad := LocalStorageViolation(tt.pod, tt.stats, tt.dedicated)
 			if bad != (tt.want != "") || msg != tt.want {
 				t.Errorf("got (%q, %v), want %q", msg, bad, tt.want)
+			}
+			if bad && !storageLimited(tt.pod) {
+				t.Errorf("violation for a pod storageLimited calls unlimited")
+			}
+		})
+	}
+}
+
+// The manager skips the pods' stats when no pod is storageLimited, so
+// every pod it calls unlimited must be one no usage can get evicted.
+func TestStorageLimited(t *testing.T) {
+	limit := v1.ResourceList{v1.ResourceEphemeralStorage: resource.MustParse("1Mi")}
+	sidecar := v1.ContainerRestartPolicyAlways
+	tests := []struct {
+		name string
+		mod  func(p *v1.Pod)
+		want bool
+	}{
+		{"nothing", func(*v1.Pod) {}, false},
+		{"memory limit only", func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Mi")}
+		}, false},
+		{"emptyDir without limit", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		}, false},
+		{"memory emptyDir with limit", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: qty("1Mi")}}}}
+		}, false},
+		{"emptyDir with limit", func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "s", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: qty("1Mi")}}}}
+		}, true},
+		{"container limit", func(p *v1.Pod) { p.Spec.Containers[0].Resources.Limits = limit }, true},
+		{"sidecar limit", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "side", RestartPolicy: &sidecar, Resources: v1.ResourceRequirements{Limits: limit}}}
+		}, true},
+		{"init container limit", func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Resources: v1.ResourceRequirements{Limits: limit}}}
+		}, true},
+	}
+	huge := uint64(1 << 50)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := mkPod("p", 0)
+			tt.mod(p)
+			if got := storageLimited(p); got != tt.want {
+				t.Fatalf("storageLimited = %v, want %v", got, tt.want)
+			}
+			if tt.want {
+				return
+			}
+			var cs []statsapi.ContainerStats
+			for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+				cs = append(cs, statsapi.ContainerStats{Name: c.Name, Rootfs: &statsapi.FsStats{UsedBytes: &huge}, Logs: &statsapi.FsStats{UsedBytes: &huge}})
+			}
+			st := statsapi.PodStats{Containers: cs, EphemeralStorage: &statsapi.FsStats{UsedBytes: &huge},
+				VolumeStats: []statsapi.VolumeStats{{Name: "s", FsStats: statsapi.FsStats{UsedBytes: &huge}}}}
+			if msg, bad := LocalStorageViolation(p, st, false); bad {
+				t.Errorf("an unlimited pod violates: %s", msg)
 			}
 		})
 	}

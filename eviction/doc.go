@@ -13,6 +13,16 @@
 // or containers (package gc does, behind Reclaimer) or kill pods itself
 // (PodKiller does).
 //
+// Where it differs from upstream: upstream reads every pod's stats on
+// every step. When the stats provider can give the node's stats alone
+// (NodeSummaryProvider; package stats can), a step reads only those unless
+// an active pod has a local-storage limit, and reads the pods' stats when a
+// threshold calls for ranking them. The decisions are the same: a pod
+// without such a limit is never evicted for its local storage, and every
+// other use of a pod's stats is in ranking. At 1000 pods the pods' stats
+// were the largest allocation of a step (8.5 MB in flight when the
+// collector ran), read every 10 s to decide nothing.
+//
 // Usage:
 //
 //	ths, err := eviction.ParseThresholds(eviction.ThresholdConfig{Hard: cfg.EvictionHard, ...})

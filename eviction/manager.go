@@ -24,6 +24,18 @@ type SummaryProvider interface {
 	Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.Summary, error)
 }
 
+// NodeSummaryProvider is what a SummaryProvider may also offer: the
+// node-level part of the summary alone (Pods empty), read without asking
+// the runtime for any pod's stats. The manager uses it for a step in which
+// no pod's stats can change the outcome: no active pod has a local-storage
+// limit (or LocalStorageCapacityIsolation is off). It reads the whole
+// summary once a threshold calls for ranking pods. Upstream reads every
+// pod's stats on every step; on a node with many pods that is the largest
+// allocation of the step, and it decides nothing.
+type NodeSummaryProvider interface {
+	NodeSummary(ctx context.Context) (*statsapi.Summary, error)
+}
+
 // PodLister lists the pods the node runs and might evict.
 type PodLister interface {
 	// ActivePods returns the admitted pods not yet terminated. It answers
@@ -235,7 +247,8 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 		return nil, nil
 	}
 	pods := m.cfg.Pods.ActivePods(ctx)
-	sum, err := m.cfg.Stats.Summary(ctx, false)
+	withPods := m.cfg.LocalStorageCapacityIsolation && slices.ContainsFunc(pods, storageLimited)
+	sum, withPods, err := m.summary(ctx, withPods)
 	if err != nil {
 		return nil, fmt.Errorf("eviction: read stats summary: %w", err)
 	}
@@ -280,6 +293,13 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 		logger.Info("Eviction manager: thresholds met, but no pods are active to evict")
 		return nil, nil
 	}
+	if !withPods {
+		// The pods' stats were not read for this step; ranking needs them.
+		if sum, _, err = m.summary(ctx, true); err != nil {
+			return nil, fmt.Errorf("eviction: read stats summary to rank pods: %w", err)
+		}
+		stats = StatsByUID(sum.Pods)
+	}
 	ranked := slices.Clone(pods)
 	Rank(t.Signal, ranked, stats, m.cfg.DedicatedImageFs)
 	for _, pod := range ranked {
@@ -291,6 +311,18 @@ func (m *Manager) Synchronize(ctx context.Context) ([]*v1.Pod, error) {
 	}
 	logger.Info("Eviction manager: unable to evict any pods from the node")
 	return nil, nil
+}
+
+// summary reads the stats: the whole summary when withPods, else the
+// node's alone if the provider can give that (NodeSummaryProvider). It
+// reports whether the result carries the pods' stats.
+func (m *Manager) summary(ctx context.Context, withPods bool) (*statsapi.Summary, bool, error) {
+	if ns, ok := m.cfg.Stats.(NodeSummaryProvider); ok && !withPods {
+		sum, err := ns.NodeSummary(ctx)
+		return sum, false, err
+	}
+	sum, err := m.cfg.Stats.Summary(ctx, false)
+	return sum, true, err
 }
 
 func (m *Manager) maxGrace() int64 {
@@ -345,7 +377,7 @@ func (m *Manager) reclaimNode(ctx context.Context, s Signal) bool {
 			logger.Info("Eviction manager: error reclaiming node-level resources", "signal", s, "err", err)
 		}
 	}
-	sum, err := m.cfg.Stats.Summary(ctx, false)
+	sum, _, err := m.summary(ctx, false)
 	if err != nil {
 		logger.Error(err, "Eviction manager: failed to read stats after reclaim")
 		return false

@@ -217,3 +217,68 @@ func TestWaitForCleanup(t *testing.T) {
 		}
 	})
 }
+
+// nodeAndPodStats offers the node's stats alone (NodeSummaryProvider) and
+// the whole summary, and records which was read.
+type nodeAndPodStats struct {
+	full  *statsapi.Summary
+	reads []string
+}
+
+func (s *nodeAndPodStats) Summary(context.Context, bool) (*statsapi.Summary, error) {
+	s.reads = append(s.reads, "summary")
+	return s.full, nil
+}
+
+func (s *nodeAndPodStats) NodeSummary(context.Context) (*statsapi.Summary, error) {
+	s.reads = append(s.reads, "node")
+	node := *s.full
+	node.Pods = nil
+	return &node, nil
+}
+
+var _ NodeSummaryProvider = (*nodeAndPodStats)(nil)
+
+// The pods' stats are read only when they can change the step's outcome:
+// a pod with a local-storage limit, or a threshold whose pods are ranked.
+func TestSynchronizeReadsPodStatsOnlyWhenTheyDecide(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	small, big := mkPod("small", 0, "1Gi"), mkPod("big", 0, "1Gi")
+	limited := mkPod("limited", 0, "1Gi")
+	limited.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: qty("1Mi")}}}}
+	memory := []Threshold{{Signal: SignalMemoryAvailable, Value: Value{Quantity: qty("100")}}}
+	tests := []struct {
+		name       string
+		pods       []*v1.Pod
+		memAvail   uint64
+		wantReads  []string
+		wantEvicts []string
+	}{
+		{"no pressure, no limits", []*v1.Pod{small, big}, 500, []string{"node"}, nil},
+		{"no pressure, a local-storage limit", []*v1.Pod{small, limited}, 500, []string{"summary"}, nil},
+		{"memory pressure ranks on the pods' stats", []*v1.Pod{small, big}, 10, []string{"node", "summary"}, []string{"big"}},
+		{"memory pressure, stats already read", []*v1.Pod{small, big, limited}, 10, []string{"summary"}, []string{"big"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stats := &nodeAndPodStats{full: nodeSummary(clk.Now(), tt.memAvail, 990, 50, 100,
+				podStats(small, 10<<20), podStats(big, 900<<20), podStats(limited, 0))}
+			k := &fakeKiller{}
+			m, err := New(Config{Thresholds: memory, LocalStorageCapacityIsolation: true, Stats: stats,
+				Pods: PodListerFunc(func(context.Context) []*v1.Pod { return tt.pods }), Killer: k, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evicted, err := m.Synchronize(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(stats.reads, tt.wantReads) {
+				t.Errorf("reads = %v, want %v", stats.reads, tt.wantReads)
+			}
+			if got := names(evicted); !slices.Equal(got, tt.wantEvicts) {
+				t.Errorf("evicted %v, want %v", got, tt.wantEvicts)
+			}
+		})
+	}
+}

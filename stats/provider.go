@@ -151,6 +151,18 @@ func (p *Provider) Summary(ctx context.Context, onlyCPUAndMemory bool) (*statsap
 	return &statsapi.Summary{Node: *node, Pods: pods}, nil
 }
 
+// NodeSummary is Summary without the pods: the node's CPU, memory, PIDs
+// and filesystems (what eviction.NodeSummaryProvider asks for). It asks
+// the runtime for no pod's stats and leaves what the provider keeps per
+// pod (CPU samples for rates, disk-usage results) as it was.
+func (p *Provider) NodeSummary(ctx context.Context) (*statsapi.Summary, error) {
+	node, err := p.nodeStats(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return &statsapi.Summary{Node: *node}, nil
+}
+
 func (p *Provider) nodeStats(ctx context.Context, onlyCPUAndMemory bool) (*statsapi.NodeStats, error) {
 	now := metav1.NewTime(p.cfg.Clock.Now())
 	m := p.cfg.Machine

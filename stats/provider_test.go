@@ -175,6 +175,29 @@ func TestProviderSummary(t *testing.T) {
 	if only.Node.Fs != nil || only.Pods[0].EphemeralStorage != nil || only.Pods[0].Containers[0].Rootfs != nil {
 		t.Error("onlyCPUAndMemory read filesystems")
 	}
+
+	// The node's part alone asks the runtime for no pod's stats and keeps
+	// the pods' CPU samples, so the next whole summary still has rates.
+	calls := cri.calls
+	node, err := p.NodeSummary(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(node.Pods) != 0 || node.Node.Fs == nil || node.Node.Memory == nil || node.Node.Rlimit == nil || node.Node.Runtime == nil {
+		t.Errorf("node summary = %+v", node)
+	}
+	if cri.calls != calls {
+		t.Errorf("NodeSummary listed sandbox stats")
+	}
+	clk.Step(2 * time.Second)
+	set(3e9)
+	sum, err = p.Summary(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := sum.Pods[0].Containers[0]; c.CPU.UsageNanoCores == nil || *c.CPU.UsageNanoCores != 5e8 {
+		t.Errorf("container nanocores after a node summary = %v", c.CPU.UsageNanoCores)
+	}
 }
 
 func TestProviderWithoutSandboxStats(t *testing.T) {
