@@ -153,6 +153,9 @@ type Runtime struct {
 	security securityPolicy // security.go
 	userns   *usernsState   // namespaces.go
 
+	logMu    sync.Mutex        // logs.go
+	logPaths map[string]string // running containers' log files, by CRI ID, from their status
+
 	nodeMu       sync.Mutex // nodestatus.go: the last features the runtime reported
 	nodeKnown    bool
 	nodeFeatures *v1.NodeFeatures
