@@ -196,6 +196,44 @@ func TestAPISinkForgetsOrphans(t *testing.T) {
 	}
 }
 
+// A resync drops the sink's copy of a write once the pods Config.Pods
+// gives have caught up with it, and not before.
+func TestResyncDropsWrittenStatusesCaughtUpWith(t *testing.T) {
+	pod := apiPod("web")
+	cs := newRVClientset(t, pod)
+	sink := NewAPISink(cs)
+	informed := cs.stored(t, pod).DeepCopy()
+	m, err := NewManager(Config{Sink: sink, Pods: PodGetterFunc(func(types.UID) (*v1.Pod, bool) { return informed, true })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetPodStatus(informed, runningStatus(running("c", true))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.written) != 1 {
+		t.Fatalf("after the write the sink keeps %d statuses, want 1", len(sink.written))
+	}
+	if err := m.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.written) != 1 {
+		t.Fatalf("a resync with the caller's copy behind the write dropped it")
+	}
+	informed = cs.stored(t, pod).DeepCopy() // the informer catches up
+	if err := m.Resync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(sink.written) != 0 {
+		t.Errorf("after the caller caught up the sink keeps %d statuses, want 0", len(sink.written))
+	}
+	if n := countActions(cs.Clientset, "patch", "status"); n != 1 {
+		t.Errorf("%d status patches, want 1", n)
+	}
+}
+
 func TestNewerResourceVersion(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string

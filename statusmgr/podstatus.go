@@ -329,6 +329,12 @@ type podForgetter interface {
 	ForgetPods(keep map[types.UID]bool)
 }
 
+// catchUp is a sink that keeps something per pod until the caller's copy
+// of the pod has caught up with it (APISink: its last write's response).
+type catchUp interface {
+	CaughtUp(pod *v1.Pod)
+}
+
 // RemoveOrphanedStatuses forgets every pod whose UID is not in keep. The
 // caller passes the pods it still knows (running or not), typically from
 // housekeeping. A sink with a ForgetPods(keep) method (APISink) is passed

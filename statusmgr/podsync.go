@@ -225,6 +225,9 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool, []visit) {
 			}
 			target, api = mp, mp
 		}
+		if cu, ok := m.sink.(catchUp); ok && api != nil {
+			cu.CaughtUp(api)
+		}
 		visited[len(visited)-1].target = target.UID
 		live[target.UID] = true
 		sent, ok := m.sent[target.UID]
