@@ -35,8 +35,8 @@ type Cache struct {
 	cfg Config
 
 	mu   sync.Mutex
-	pods []*nodekit.Pod // a full listing (all=true); nil before the first
-	at   time.Time      // when the listing started
+	pods []*nodekit.Pod // a full listing (all=true)
+	at   time.Time      // when the listing started; zero before the first
 }
 
 // New returns an empty Cache.
@@ -83,7 +83,7 @@ func (c *Cache) ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error) 
 func (c *Cache) fresh() ([]*nodekit.Pod, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.pods == nil || c.cfg.Clock.Since(c.at) > c.cfg.MaxAge {
+	if c.at.IsZero() || c.cfg.Clock.Since(c.at) > c.cfg.MaxAge {
 		return nil, false
 	}
 	return c.pods, true

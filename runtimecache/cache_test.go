@@ -102,6 +102,22 @@ func TestListsWhenTheListingIsOld(t *testing.T) {
 	}
 }
 
+// An empty node's listing (a nil slice) is a listing like any other: kept
+// and served, not taken for no listing at all.
+func TestAnEmptyListingIsKept(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	rt := &countingLister{}
+	c := runtimecache.New(runtimecache.Config{Runtime: rt, Clock: clk})
+	for range 2 {
+		if got, err := c.ListPods(t.Context(), true); err != nil || len(got) != 0 {
+			t.Fatalf("empty node: %d pods, %v", len(got), err)
+		}
+	}
+	if rt.calls != 1 {
+		t.Fatalf("two readers of an empty node: %d runtime listings, want 1", rt.calls)
+	}
+}
+
 func TestRuntimeErrorIsReturnedAndNothingKept(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	boom := errors.New("runtime down")
