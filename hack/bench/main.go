@@ -16,7 +16,9 @@
 // holds it in large folios, mapped whole), so RSS follows binary size.
 //
 // With --keep, the work directory keeps each agent's log, heap profiles at
-// 0 and N pods (and runtime.MemStats, heap-N-pods.txt), with --residency
+// 0 and N pods (and runtime.MemStats, heap-N-pods.txt) and at the start of
+// the steady window (heap-steady-start.pb.gz: the base for what the window
+// allocated), with --residency
 // its resident binary pages by section, module and package at 0 and N pods
 // (residency-N-pods.md: /proc/PID/pagemap's present bits, the bytes of each
 // resident page charged to the function, type descriptor, pclntab entry or

@@ -227,6 +227,11 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	if err := sleep(ctx, settleSteady); err != nil {
 		return nil, err
 	}
+	if o.keep {
+		// With heap-N-pods.pb.gz, what the steady window allocated:
+		// go tool pprof -sample_index=alloc_space -base heap-steady-start.pb.gz heap-N-pods.pb.gz
+		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-steady-start.pb.gz"))
+	}
 	steadyStart, steadyCPU0 := time.Now(), cpuSeconds(pid)
 	if err := sleep(ctx, o.steady); err != nil {
 		return nil, err
