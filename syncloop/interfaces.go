@@ -121,6 +121,12 @@ type SecretGetter interface {
 	GetSecret(ctx context.Context, namespace, name string) (*v1.Secret, error)
 }
 
+// PodLister lists the runtime's pods as nodekit.Runtime's ListPods does
+// (all=false: running sandboxes and containers only).
+type PodLister interface {
+	ListPods(ctx context.Context, all bool) ([]*nodekit.Pod, error)
+}
+
 // MountLister lists the host's mount points (paths, in mount order), for
 // housekeeping, which never removes a pod directory with something still
 // mounted below it. volumemgr.HostMounter's MountPoints, adapted, is one.

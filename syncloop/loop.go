@@ -81,6 +81,14 @@ type Config struct {
 	// /proc/self/mountinfo (internal/fsutil.MountPaths); a main with a
 	// volume manager hands its Mounter's listing (fullagent does).
 	Mounts MountLister
+	// Listing, when set, is what Housekeeping lists the running pods from
+	// instead of Runtime: a lister that may answer from a listing a moment
+	// old (runtimecache.Cache, which the PLEG refreshes at every relist),
+	// as upstream's housekeeping reads its runtime cache. A stale answer is
+	// safe there: a pod started since is one the loop knows (it is not
+	// killed and its directory stays), and a pod stopped since only keeps
+	// its volumes and directory until the next pass. Nil means Runtime.
+	Listing PodLister
 	// NodeIPs are reported as hostIP(s) and as podIPs of hostNetwork pods.
 	NodeIPs []string
 	Clock   clock.WithTicker
@@ -184,6 +192,9 @@ func New(cfg Config) (*Loop, error) {
 	}
 	if cfg.SyncPeriod <= 0 {
 		cfg.SyncPeriod = time.Minute
+	}
+	if cfg.Listing == nil {
+		cfg.Listing = cfg.Runtime
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = noMetrics{}
@@ -588,7 +599,7 @@ func (l *Loop) Housekeeping(ctx context.Context) {
 	}
 	known := l.workers.Forget(desired)
 
-	running, err := l.cfg.Runtime.ListPods(ctx, false)
+	running, err := l.cfg.Listing.ListPods(ctx, false)
 	if err != nil {
 		logger.Error(err, "Housekeeping: unable to list running pods")
 	} else {

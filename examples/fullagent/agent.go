@@ -81,8 +81,8 @@ type agent struct {
 	// through outages, and persists them with --pod-checkpoint.
 	checkpoint *podconfig.CheckpointSource
 	// listing serves the PLEG's last listing to the periodic readers
-	// that can take one a moment old (the pod cgroup clean-up);
-	// housekeeping, container GC and stats ask the runtime, as upstream.
+	// that can take one a moment old (housekeeping, the pod cgroup
+	// clean-up); container GC and stats ask the runtime, as upstream.
 	listing *runtimecache.Cache
 	// localLabels are --node-labels, for a Node built locally (offline).
 	localLabels map[string]string

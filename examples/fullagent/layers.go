@@ -405,7 +405,7 @@ func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.Even
 	}
 	a.probeRelay = a.newProbeRelay()
 	a.loop, err = syncloop.New(syncloop.Config{
-		Runtime: a.runtime, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
+		Runtime: a.runtime, Listing: a.listing, Pods: a.pods, Cache: cache, Status: a.status, Updates: a.merger.Updates(),
 		SourcesReady: a.merger.SeenAllSources, Events: a.pleg.Events(), Relister: a.pleg,
 		Health: func(ctx context.Context) error {
 			if err := a.runtime.Ready(ctx); err != nil {
