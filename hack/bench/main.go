@@ -16,13 +16,14 @@
 // holds it in large folios, mapped whole), so RSS follows binary size.
 //
 // With --keep, the work directory keeps each agent's log, heap profiles at
-// 0 and N pods (and runtime.MemStats, heap-N-pods.txt) and at the start of
-// the steady window (heap-steady-start.pb.gz: the base for what the window
-// allocated), with --residency
-// its resident binary pages by section, module and package at 0 and N pods
-// (residency-N-pods.md: /proc/PID/pagemap's present bits, the bytes of each
-// resident page charged to the function, type descriptor, pclntab entry or
-// variable there, from the ELF symbols, DWARF and the pclntab), and with
+// 0 and N pods (and runtime.MemStats, heap-N-pods.txt), when the last pod
+// runs (heap-burst-end.pb.gz) and at the start of the steady window
+// (heap-steady-start.pb.gz: the base for what the window allocated), with
+// --residency its resident binary pages by section, module and package at
+// 0 and N pods (residency-N-pods.md: /proc/PID/pagemap's present bits, the
+// bytes of each resident page charged to the function, type descriptor,
+// pclntab entry or variable there, from the ELF symbols, DWARF and the
+// pclntab), and with
 // --burst-profile a CPU profile of the burst's first seconds
 // (cpu-burst.pb.gz). `bench residency` prints the same for any running Go
 // process, or the sizes of a binary's parts (--bin).

@@ -219,6 +219,10 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	burstEnd := time.Now()
 	r.cpuSeconds = cpuSeconds(pid) - cpu0
 	r.peakKB = peakRSSKB(pid)
+	if o.keep {
+		// What is live as the last pod runs: the burst's own share of the peak.
+		gr.saveHeap(ctx, a, filepath.Join(filepath.Dir(a.logPath), "heap-burst-end.pb.gz"))
+	}
 	lat := latencies(times)
 	r.p50, r.p99, r.allRunning = pct(lat, 50), pct(lat, 99), total
 	logf("%s: all %d pods Running after %v; steady window of %v starts in %v", a.name, o.pods, total.Round(time.Millisecond), o.steady, settleSteady)
