@@ -33,7 +33,9 @@
 // PSI. A malformed pressure file leaves its block out (upstream's cadvisor
 // fails that cgroup's stats). SystemContainers are not reported.
 //
-// Provider serves server.StatsProvider, eviction.SummaryProvider and
+// Provider serves server.StatsProvider, eviction.SummaryProvider (and
+// eviction.NodeSummaryProvider: NodeSummary, the node's part alone, which
+// reads no pod's stats and leaves the pods' CPU samples as they were) and
 // gc.ImageFsStats. It does not act on the numbers.
 //
 // Usage:
