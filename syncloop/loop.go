@@ -83,11 +83,13 @@ type Config struct {
 	Mounts MountLister
 	// Listing, when set, is what Housekeeping lists the running pods from
 	// instead of Runtime: a lister that may answer from a listing a moment
-	// old (runtimecache.Cache, which the PLEG refreshes at every relist),
-	// as upstream's housekeeping reads its runtime cache. A stale answer is
-	// safe there: a pod started since is one the loop knows (it is not
-	// killed and its directory stays), and a pod stopped since only keeps
-	// its volumes and directory until the next pass. Nil means Runtime.
+	// old (runtimecache.Cache, which the PLEG refreshes at every relist).
+	// Upstream's housekeeping reads its runtime cache too, but forces it
+	// fresh first (package runtimecache says why that is not needed here).
+	// A stale answer is safe: a pod started since is one the loop knows (it
+	// is not killed and its directory stays), a pod stopped since only keeps
+	// its volumes and directory until the next pass, and one stopped and
+	// forgotten since gets a redundant kill. Nil means Runtime.
 	Listing PodLister
 	// NodeIPs are reported as hostIP(s) and as podIPs of hostNetwork pods.
 	NodeIPs []string
