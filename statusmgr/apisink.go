@@ -10,12 +10,12 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
@@ -27,7 +27,7 @@ import (
 // the node's own credentials (the Node authorizer and NodeRestriction allow
 // exactly this for pods bound to the node). Safe for concurrent use.
 type APISink struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 
 	mu sync.Mutex
 	// written holds, per pod UID, the API server's status and
@@ -46,7 +46,7 @@ type writtenStatus struct {
 var _ nodekit.StatusSink = (*APISink)(nil)
 
 // NewAPISink returns a sink writing through client.
-func NewAPISink(client kubernetes.Interface) *APISink {
+func NewAPISink(client kubeclient.Interface) *APISink {
 	return &APISink{client: client, written: map[types.UID]writtenStatus{}}
 }
 

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
@@ -100,7 +102,7 @@ func TestAPISinkPatchesKnownVersionWithoutRead(t *testing.T) {
 	pod := apiPod("web")
 	cs := newRVClientset(t, pod)
 	informed := cs.stored(t, pod).DeepCopy() // the caller's copy, as its informer has it
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 
 	notReady := runningStatus(running("c", false))
 	if err := sink.SetPodStatus(t.Context(), informed, &notReady); err != nil {
@@ -147,7 +149,7 @@ func TestAPISinkReadsAfterStalePrecondition(t *testing.T) {
 	pod := apiPod("web")
 	cs := newRVClientset(t, pod)
 	informed := cs.stored(t, pod).DeepCopy()
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 	cs.bump(t, pod) // someone else wrote the pod after the caller's copy
 
 	st := runningStatus(running("c", true))
@@ -178,7 +180,7 @@ func TestAPISinkReadsAfterStalePrecondition(t *testing.T) {
 func TestAPISinkForgetsOrphans(t *testing.T) {
 	pod := apiPod("web")
 	cs := newRVClientset(t, pod)
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 	m, err := NewManager(Config{Sink: sink})
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +203,7 @@ func TestAPISinkForgetsOrphans(t *testing.T) {
 func TestResyncDropsWrittenStatusesCaughtUpWith(t *testing.T) {
 	pod := apiPod("web")
 	cs := newRVClientset(t, pod)
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 	informed := cs.stored(t, pod).DeepCopy()
 	m, err := NewManager(Config{Sink: sink, Pods: PodGetterFunc(func(types.UID) (*v1.Pod, bool) { return informed, true })})
 	if err != nil {
@@ -260,7 +262,7 @@ func lastPatch(cs *fake.Clientset) []byte {
 // The sink keeps the status of its last write's response, not the response:
 // a pointer into it would keep the pod's spec and metadata alive per pod.
 func TestAPISinkKeepsOnlyTheWrittenStatus(t *testing.T) {
-	s := NewAPISink(fake.NewClientset())
+	s := NewAPISink(clientgo.Wrap(fake.NewClientset()))
 	written := &v1.Pod{}
 	written.UID, written.ResourceVersion = "u1", "7"
 	written.Status.Phase = v1.PodRunning

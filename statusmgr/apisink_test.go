@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 var podsResource = schema.GroupResource{Resource: "pods"}
@@ -41,7 +43,7 @@ func countActions(cs *fake.Clientset, verb, subresource string) int {
 func TestAPISinkPatchesStatus(t *testing.T) {
 	pod := apiPod("web")
 	cs := fake.NewClientset(pod)
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 
 	st := runningStatus(running("c", true))
 	st.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}}
@@ -88,7 +90,7 @@ func TestAPISinkPatchesStatus(t *testing.T) {
 func TestAPISinkLeavesOtherPodsAlone(t *testing.T) {
 	pod := apiPod("web")
 	cs := fake.NewClientset(pod)
-	sink := NewAPISink(cs)
+	sink := NewAPISink(clientgo.Wrap(cs))
 	st := runningStatus(running("c", true))
 
 	recreated := pod.DeepCopy()
@@ -114,7 +116,7 @@ func TestAPISinkPatchesWhenReadIsForbidden(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(podsResource, "web", errors.New("no relationship found"))
 	})
 	st := runningStatus(running("c", true))
-	if err := NewAPISink(cs).SetPodStatus(t.Context(), pod, &st); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).SetPodStatus(t.Context(), pod, &st); err != nil {
 		t.Fatalf("SetPodStatus with a forbidden read: %v, want a patch against the known status", err)
 	}
 	stored, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ns", "web")
@@ -126,7 +128,7 @@ func TestAPISinkPatchesWhenReadIsForbidden(t *testing.T) {
 		t.Errorf("status = %+v, want Running with the known conditions kept", got.Status)
 	}
 	gone := apiPod("gone")
-	if err := NewAPISink(cs).SetPodStatus(t.Context(), gone, &st); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).SetPodStatus(t.Context(), gone, &st); err != nil {
 		t.Errorf("a forbidden read of a deleted pod: %v, want nil (the patch says 404)", err)
 	}
 }
@@ -145,7 +147,7 @@ func TestAPISinkTreatsUIDMismatchAsDone(t *testing.T) {
 			field.Invalid(field.NewPath("metadata", "uid"), "old", "field is immutable")})
 	})
 	st := runningStatus(running("c", true))
-	if err := NewAPISink(cs).SetPodStatus(t.Context(), pod, &st); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).SetPodStatus(t.Context(), pod, &st); err != nil {
 		t.Errorf("status of a recreated pod: %v, want nil", err)
 	}
 	if n := countActions(cs, "patch", "status"); n != 1 {
@@ -169,7 +171,7 @@ func TestAPISinkRetriesConflictOnce(t *testing.T) {
 		return false, nil, nil
 	})
 	st := runningStatus(running("c", true))
-	if err := NewAPISink(cs).SetPodStatus(t.Context(), pod, &st); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).SetPodStatus(t.Context(), pod, &st); err != nil {
 		t.Fatalf("one conflict: %v, want a successful retry", err)
 	}
 	if n := countActions(cs, "get", ""); n != 2 {
@@ -178,7 +180,7 @@ func TestAPISinkRetriesConflictOnce(t *testing.T) {
 
 	failures = 2
 	st.Message = "changed"
-	if err := NewAPISink(cs).SetPodStatus(t.Context(), pod, &st); !apierrors.IsConflict(err) {
+	if err := NewAPISink(clientgo.Wrap(cs)).SetPodStatus(t.Context(), pod, &st); !apierrors.IsConflict(err) {
 		t.Errorf("two conflicts: %v, want the conflict returned", err)
 	}
 }
@@ -204,7 +206,7 @@ func TestAPISinkHoldsTerminalPhaseWhileRunning(t *testing.T) {
 func TestAPISinkDeletePod(t *testing.T) {
 	pod := apiPod("web")
 	cs := fake.NewClientset(pod)
-	if err := NewAPISink(cs).DeletePod(t.Context(), pod); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).DeletePod(t.Context(), pod); err != nil {
 		t.Fatal(err)
 	}
 	var opts metav1.DeleteOptions
@@ -219,7 +221,7 @@ func TestAPISinkDeletePod(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("ns").Get(t.Context(), "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("pod still there: %v", err)
 	}
-	if err := NewAPISink(cs).DeletePod(t.Context(), pod); err != nil {
+	if err := NewAPISink(clientgo.Wrap(cs)).DeletePod(t.Context(), pod); err != nil {
 		t.Errorf("deleting a missing pod: %v, want nil", err)
 	}
 }
@@ -251,7 +253,7 @@ func TestAPISinkDeleteConflict(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			err := NewAPISink(cs).DeletePod(t.Context(), apiPod("web"))
+			err := NewAPISink(clientgo.Wrap(cs)).DeletePod(t.Context(), apiPod("web"))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("DeletePod = %v, want error: %v", err, tc.wantErr)
 			}

@@ -11,6 +11,7 @@ import (
 	ndf "k8s.io/component-helpers/nodedeclaredfeatures"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/kubeletconfig"
 )
 
@@ -128,7 +129,7 @@ func TestNodeDeclaredFeaturesPublished(t *testing.T) {
 	if got := changed.node(t).Status.DeclaredFeatures; !slices.Equal(got, want) {
 		t.Errorf("after a sync, declaredFeatures = %v, want %v", got, want)
 	}
-	if _, err := NewNodeReporter(f.cs, NodeConfig{NodeName: "n", DeclaredFeatures: []string{"B", "A"}}); err == nil || !strings.Contains(err.Error(), "NodeConfig.DeclaredFeatures") {
+	if _, err := NewNodeReporter(clientgo.Wrap(f.cs), NodeConfig{NodeName: "n", DeclaredFeatures: []string{"B", "A"}}); err == nil || !strings.Contains(err.Error(), "NodeConfig.DeclaredFeatures") {
 		t.Errorf("unsorted list: err %v, want one naming NodeConfig.DeclaredFeatures", err)
 	}
 }

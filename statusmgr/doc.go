@@ -39,6 +39,7 @@
 // and volume manager do), nor decide node pressure (eviction does; plug it in
 // with PressureCondition).
 //
+//	client, _ := kubeclient.New(cfg, nil) // or clientgo.Wrap(clientset)
 //	sink := statusmgr.NewAPISink(client)
 //	store := syncloop.NewPodStore() // the pod store, built first, also given to the loop
 //	pods, _ := statusmgr.NewManager(statusmgr.Config{Sink: sink, Mirrors: store, Pods: store})

@@ -18,11 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/statusmgr"
 )
 
@@ -33,7 +33,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	const nodeName = "nk-node-1"
 	cp := agenttest.StartControlPlane(t, agenttest.WithNodes(nodeName))
 	admin := cp.AdminClient()
-	nodeClient, err := kubernetes.NewForConfig(cp.NodeConfig(nodeName))
+	nodeClient, err := kubeclient.New(cp.NodeConfig(nodeName), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestAgainstAPIServer(t *testing.T) {
 				return rt.RoundTrip(r)
 			})
 		})
-		client, err := kubernetes.NewForConfig(cfg)
+		client, err := kubeclient.New(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,12 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -43,7 +43,7 @@ type HeartbeatConfig struct {
 // lifecycle controller watches. It works with the node's own credentials.
 // Safe for concurrent use (calls are serialized).
 type Heartbeat struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	cfg    HeartbeatConfig
 
 	mu sync.Mutex
@@ -52,7 +52,7 @@ type Heartbeat struct {
 }
 
 // NewHeartbeat returns a Heartbeat writing through client.
-func NewHeartbeat(client kubernetes.Interface, cfg HeartbeatConfig) (*Heartbeat, error) {
+func NewHeartbeat(client kubeclient.Interface, cfg HeartbeatConfig) (*Heartbeat, error) {
 	if cfg.NodeName == "" {
 		return nil, fmt.Errorf("%w: HeartbeatConfig.NodeName: required", ErrInvalid)
 	}

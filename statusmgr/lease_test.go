@@ -13,13 +13,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 func newHeartbeatFixture(t *testing.T) (*Heartbeat, *fake.Clientset, *clocktesting.FakeClock) {
 	t.Helper()
 	cs := fake.NewClientset(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}})
 	fc := clocktesting.NewFakeClock(t0)
-	h, err := NewHeartbeat(cs, HeartbeatConfig{NodeName: "node1", Clock: fc})
+	h, err := NewHeartbeat(clientgo.Wrap(cs), HeartbeatConfig{NodeName: "node1", Clock: fc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestHeartbeatRecoversFromAConflict(t *testing.T) {
 
 func TestHeartbeatWaitsForTheNode(t *testing.T) {
 	cs := fake.NewClientset()
-	h, err := NewHeartbeat(cs, HeartbeatConfig{NodeName: "node1", Clock: clocktesting.NewFakeClock(t0)})
+	h, err := NewHeartbeat(clientgo.Wrap(cs), HeartbeatConfig{NodeName: "node1", Clock: clocktesting.NewFakeClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +150,7 @@ func TestHeartbeatRunBacksOff(t *testing.T) {
 }
 
 func TestHeartbeatConfigValidation(t *testing.T) {
-	if _, err := NewHeartbeat(fake.NewClientset(), HeartbeatConfig{}); !errors.Is(err, ErrInvalid) {
+	if _, err := NewHeartbeat(clientgo.Wrap(fake.NewClientset()), HeartbeatConfig{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("no node name: %v, want ErrInvalid", err)
 	}
 }

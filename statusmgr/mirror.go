@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit/internal/podutil"
@@ -19,12 +19,12 @@ import (
 // copies of the node's static pods. It works with the node's own
 // credentials. Safe for concurrent use.
 type MirrorClient struct {
-	client   kubernetes.Interface
+	client   kubeclient.Interface
 	nodeName string
 }
 
 // NewMirrorClient returns a MirrorClient for node nodeName.
-func NewMirrorClient(client kubernetes.Interface, nodeName string) *MirrorClient {
+func NewMirrorClient(client kubeclient.Interface, nodeName string) *MirrorClient {
 	return &MirrorClient{client: client, nodeName: nodeName}
 }
 

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 func typesUID(s string) types.UID { return types.UID(s) }
@@ -24,7 +26,7 @@ func staticPod(name, hash string) *v1.Pod {
 func TestCreateMirrorPod(t *testing.T) {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node-uid"}}
 	cs := fake.NewClientset(node)
-	mc := NewMirrorClient(cs, "node1")
+	mc := NewMirrorClient(clientgo.Wrap(cs), "node1")
 	static := staticPod("etcd-node1", "h1")
 
 	if err := mc.CreateMirrorPod(t.Context(), static); err != nil {
@@ -62,7 +64,7 @@ func TestCreateMirrorPod(t *testing.T) {
 }
 
 func TestCreateMirrorPodNeedsTheNode(t *testing.T) {
-	mc := NewMirrorClient(fake.NewClientset(), "node1")
+	mc := NewMirrorClient(clientgo.Wrap(fake.NewClientset()), "node1")
 	if err := mc.CreateMirrorPod(t.Context(), staticPod("etcd-node1", "h1")); !apierrors.IsNotFound(err) {
 		t.Errorf("without a Node: %v, want its NotFound", err)
 	}
@@ -71,7 +73,7 @@ func TestCreateMirrorPodNeedsTheNode(t *testing.T) {
 func TestDeleteMirrorPod(t *testing.T) {
 	mirror := staticPod("etcd-node1", "h1")
 	cs := fake.NewClientset(mirror)
-	mc := NewMirrorClient(cs, "node1")
+	mc := NewMirrorClient(clientgo.Wrap(cs), "node1")
 
 	if _, err := mc.DeleteMirrorPod(t.Context(), "no-namespace", nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("malformed full name: %v, want ErrInvalid", err)

@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -161,7 +161,7 @@ func (noStartup) NodeReady(time.Time)             {}
 // conditions. It works with the node's own credentials. Its methods are
 // safe for concurrent use (they are serialized).
 type NodeReporter struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	cfg    NodeConfig
 	nodeIP net.IP
 
@@ -173,7 +173,7 @@ type NodeReporter struct {
 
 // NewNodeReporter validates cfg and returns a NodeReporter writing through
 // client. Nothing is sent until Register, SyncOnce or Run.
-func NewNodeReporter(client kubernetes.Interface, cfg NodeConfig) (*NodeReporter, error) {
+func NewNodeReporter(client kubeclient.Interface, cfg NodeConfig) (*NodeReporter, error) {
 	if err := validateNodeConfig(&cfg); err != nil {
 		return nil, err
 	}
@@ -480,7 +480,7 @@ func (r *NodeReporter) Run(ctx context.Context) error {
 }
 
 // nodeUID returns the UID of node name, for owner references.
-func nodeUID(ctx context.Context, client kubernetes.Interface, name string) (types.UID, error) {
+func nodeUID(ctx context.Context, client kubeclient.Interface, name string) (types.UID, error) {
 	node, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return "", err

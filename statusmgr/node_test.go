@@ -19,6 +19,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 const gi = 1 << 30
@@ -76,7 +78,7 @@ func newNodeFixture(t *testing.T, cfg NodeConfig, objects ...*v1.Node) *nodeFixt
 		cfg.Conditions = map[v1.NodeConditionType]ConditionProvider{v1.NodeReady: f.ready}
 	}
 	cfg.Clock = f.clock
-	r, err := NewNodeReporter(f.cs, cfg)
+	r, err := NewNodeReporter(clientgo.Wrap(f.cs), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +381,7 @@ func TestNodeConfigValidation(t *testing.T) {
 		"neg reserve": {NodeName: "n", Reserved: v1.ResourceList{v1.ResourceCPU: qty("-1")}},
 	}
 	for name, cfg := range tests {
-		if _, err := NewNodeReporter(fake.NewClientset(), cfg); !errors.Is(err, ErrInvalid) {
+		if _, err := NewNodeReporter(clientgo.Wrap(fake.NewClientset()), cfg); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}

@@ -34,6 +34,8 @@ import (
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/dra"
+	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/pluginwatcher"
@@ -62,6 +64,7 @@ type agent struct {
 	declaredFeat  *admission.DeclaredFeatures // the same admitter, for pod updates
 	resizeMetrics *allocation.Metrics         // in-place resize series; also counts resizes in pod updates
 	client        kubernetes.Interface        // nil when standalone
+	kube          kubeclient.Interface        // client as kubeclient sees it: the same requests and rate limiter; nil when standalone
 	runtime       *criruntime.Runtime
 	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off
 	merger        *podconfig.Merger
@@ -220,6 +223,7 @@ func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, 
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	a.client = cs
+	a.kube = clientgo.Wrap(cs)
 	a.events = record.NewBroadcaster(record.WithContext(ctx))
 	a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 	return a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil

@@ -232,8 +232,8 @@ func (a *agent) newStatusManager() (syncloop.MirrorClient, error) {
 	var sink nodekit.StatusSink = discardSink{}
 	var mirror syncloop.MirrorClient
 	if a.client != nil {
-		sink = statusmgr.NewAPISink(a.client)
-		mirror = statusmgr.NewMirrorClient(a.client, a.nodeName)
+		sink = statusmgr.NewAPISink(a.kube)
+		mirror = statusmgr.NewMirrorClient(a.kube, a.nodeName)
 	}
 	var err error
 	// The sync loop's pods are never modified once stored: the manager
@@ -559,7 +559,7 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		labels[k] = v
 	}
 	var err error
-	a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
+	a.node, err = statusmgr.NewNodeReporter(a.kube, statusmgr.NodeConfig{
 		NodeName: a.nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 		Conditions:            a.nodeConditions(),
@@ -573,7 +573,7 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 	if err != nil {
 		return err
 	}
-	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
+	a.lease, err = statusmgr.NewHeartbeat(a.kube, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
 	return err
 }
 

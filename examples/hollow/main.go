@@ -43,6 +43,7 @@ import (
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/gc"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/statusmgr"
@@ -152,7 +153,7 @@ func newHollowNode(client kubernetes.Interface, name string, o options) (*hollow
 	h.nodes = corelisters.NewNodeLister(h.nodeInformer.GetIndexer())
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(clientgo.Wrap(client)),
 		Pods: store, SharePods: true})
 	if err != nil {
 		return nil, err
@@ -185,7 +186,7 @@ func newHollowNode(client kubernetes.Interface, name string, o options) (*hollow
 // PLEG is healthy) and its Lease heartbeat.
 func (h *hollowNode) nodeSide(client kubernetes.Interface, o options, lifecycle pleg.PLEG) (*statusmgr.NodeReporter, *statusmgr.Heartbeat, error) {
 	name := h.name
-	node, err := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{
+	node, err := statusmgr.NewNodeReporter(clientgo.Wrap(client), statusmgr.NodeConfig{
 		NodeName: name, NodeIP: o.nodeIP, MaxPods: o.maxPods, Labels: map[string]string{"nodekit.io/hollow": "true"},
 		Machine: statusmgr.MachineInfoFunc(func(context.Context) (statusmgr.Machine, error) { return fakeMachine(name), nil }),
 		Runtime: fakeVersion{}, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
@@ -196,7 +197,7 @@ func (h *hollowNode) nodeSide(client kubernetes.Interface, o options, lifecycle 
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
+	lease, err := statusmgr.NewHeartbeat(clientgo.Wrap(client), statusmgr.HeartbeatConfig{NodeName: name})
 	if err != nil {
 		return nil, nil, err
 	}
