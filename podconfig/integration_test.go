@@ -10,13 +10,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/podconfig"
 )
 
@@ -51,7 +51,7 @@ func TestAPISourceIntegration(t *testing.T) {
 		t.Fatalf("create pod on node-b: %v", err)
 	}
 
-	nodeClient, err := kubernetes.NewForConfig(cp.NodeConfig(node))
+	nodeClient, err := kubeclient.New(cp.NodeConfig(node), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

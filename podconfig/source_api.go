@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // APISource is the API server as a pod source: the pods bound to one node
@@ -30,7 +30,7 @@ import (
 // and nothing is sent, so the last pods stay in force; the re-list that
 // follows an outage is a SET, so pods deleted meanwhile are removed.
 type APISource struct {
-	client   kubernetes.Interface
+	client   kubeclient.Interface
 	nodeName string
 	o        sourceOptions
 
@@ -43,7 +43,7 @@ var _ nodekit.Source = (*APISource)(nil)
 // NewAPISource returns a source of the pods bound to nodeName, read with
 // client (which should carry the node's own credentials). Options:
 // WithErrorHandler (list and watch failures), WithSourceName.
-func NewAPISource(client kubernetes.Interface, nodeName string, opts ...SourceOption) *APISource {
+func NewAPISource(client kubeclient.Interface, nodeName string, opts ...SourceOption) *APISource {
 	return &APISource{client: client, nodeName: nodeName, o: buildSourceOptions(nodekit.SourceAPI, opts)}
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 func boundPod(name, node string) *v1.Pod {
@@ -31,7 +32,7 @@ func boundPod(name, node string) *v1.Pod {
 func TestAPISourceFake(t *testing.T) {
 	ctx := testContext(t)
 	client := fake.NewClientset(boundPod("mine", "node-a"), boundPod("theirs", "node-b"))
-	out := runSource(t, NewAPISource(client, "node-a"))
+	out := runSource(t, NewAPISource(clientgo.Wrap(client), "node-a"))
 
 	u := recv(t, out, "the first SET")
 	if u.Op != nodekit.SET || u.Source != nodekit.SourceAPI || !slices.Equal(podNames(u.Pods), []string{"default/mine"}) {
@@ -86,7 +87,7 @@ func TestAPISourceRelistRemovesPodsDeletedDuringOutage(t *testing.T) {
 		return false, nil, nil
 	})
 	m := New(nil)
-	out := runSource(t, NewAPISource(client, "node-a"))
+	out := runSource(t, NewAPISource(clientgo.Wrap(client), "node-a"))
 	merge := func(what string) []string {
 		t.Helper()
 		u := recv(t, out, what)
@@ -217,7 +218,7 @@ func TestAPIStoreDropsManagedFields(t *testing.T) {
 }
 
 func TestAPISourceRejectsBadConfig(t *testing.T) {
-	if err := NewAPISource(fake.NewClientset(), "").Run(testContext(t), nil); err == nil {
+	if err := NewAPISource(clientgo.Wrap(fake.NewClientset()), "").Run(testContext(t), nil); err == nil {
 		t.Error("Run without a node name = nil, want an error")
 	}
 	if err := NewAPISource(nil, "n").Run(testContext(t), nil); err == nil {
@@ -242,7 +243,7 @@ func TestAPISourceOutage(t *testing.T) {
 		return false, nil, nil
 	})
 	onError, errs := errorsTo()
-	src := NewAPISource(client, "node-a", WithErrorHandler(onError))
+	src := NewAPISource(clientgo.Wrap(client), "node-a", WithErrorHandler(onError))
 	src.backoff = &wait.Backoff{Duration: time.Millisecond, Factor: 2, Cap: 10 * time.Millisecond, Steps: 100}
 	out := runSource(t, src)
 

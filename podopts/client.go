@@ -6,14 +6,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // Client serves ConfigMaps, Secrets and Services straight from the API
 // server, one request per call, without caching. It suits small clusters and
 // tests; a large node should put an informer-backed getter in front.
 type Client struct {
-	cs kubernetes.Interface
+	cs kubeclient.Interface
 }
 
 var (
@@ -24,7 +25,7 @@ var (
 
 // FromClient returns a Client over cs, for Config.ConfigMaps, Config.Secrets
 // and Config.Services.
-func FromClient(cs kubernetes.Interface) *Client {
+func FromClient(cs kubeclient.Interface) *Client {
 	return &Client{cs: cs}
 }
 

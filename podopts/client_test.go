@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 func TestFromClient(t *testing.T) {
@@ -17,7 +19,7 @@ func TestFromClient(t *testing.T) {
 		service("ns1", "db", "10.96.0.9", v1.ServicePort{Port: 5432}),
 		service("default", "kubernetes", "10.96.0.1", v1.ServicePort{Port: 443}),
 	)
-	c := FromClient(cs)
+	c := FromClient(clientgo.Wrap(cs))
 	r := NewResolver(Config{ConfigMaps: c, Secrets: c, Services: c})
 	pod := testPod(v1.Container{
 		Name: "app",

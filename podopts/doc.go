@@ -9,7 +9,8 @@
 // for raw block devices, Builder.VolumeDevices are where they plug in) nor running containers (the nodekit.Runtime creates
 // them from the options and expands $(VAR) in command and args). It reads
 // ConfigMaps, Secrets and Services through three one-method interfaces;
-// FromClient adapts a client-go clientset.
+// FromClient adapts a kubeclient.Interface (a kubeclient.Client, or a
+// client-go clientset through kubeclient/clientgo).
 //
 //	b := &podopts.Builder{
 //		Env: podopts.NewResolver(podopts.Config{ConfigMaps: c, Secrets: c, Services: c, NodeIPs: ips}),

@@ -7,14 +7,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // Client serves ConfigMaps, Secrets and service-account tokens straight
 // from the API server, one request per call, without caching: the
 // Config.Objects and Config.Tokens of an agent with an API client.
 type Client struct {
-	cs kubernetes.Interface
+	cs kubeclient.Interface
 }
 
 var (
@@ -23,7 +24,7 @@ var (
 )
 
 // FromClient returns a Client over cs.
-func FromClient(cs kubernetes.Interface) *Client { return &Client{cs: cs} }
+func FromClient(cs kubeclient.Interface) *Client { return &Client{cs: cs} }
 
 // GetConfigMap GETs the ConfigMap; not found reads `configmap "NAME" not
 // found`, as the kubelet words it.

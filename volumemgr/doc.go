@@ -100,7 +100,7 @@
 //
 // Usage:
 //
-//	c := volumemgr.FromClient(clientset)
+//	c := volumemgr.FromClient(client) // a kubeclient.Interface
 //	m, err := volumemgr.New(volumemgr.Config{RootDir: root, Objects: c, Tokens: c, Events: recorder})
 //	go m.Run(ctx)
 //	err = m.WaitForAttachAndMount(ctx, pod) // before creating containers

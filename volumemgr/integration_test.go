@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -26,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -39,7 +39,7 @@ func TestAPIServerIntegration(t *testing.T) {
 	}
 	cp := agenttest.StartControlPlane(t)
 	admin := cp.AdminClient()
-	nodeClient, err := kubernetes.NewForConfig(cp.NodeConfig("n1"))
+	nodeClient, err := kubeclient.New(cp.NodeConfig("n1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // Watching is an ObjectGetter that watches each ConfigMap and Secret it
@@ -28,7 +29,7 @@ import (
 // then, and a read of an object that does not exist, go to the API
 // server (where upstream fails the read until the watch syncs).
 type Watching struct {
-	client kubernetes.Interface
+	client kubeclient.Interface
 	direct *Client
 	clock  clock.WithTicker
 	// Idle is how long a watched object may go unread before its watch
@@ -55,7 +56,7 @@ type objectWatch struct {
 }
 
 // NewWatching returns a watching getter over cs; Run stops idle watches.
-func NewWatching(cs kubernetes.Interface, clk clock.WithTicker) *Watching {
+func NewWatching(cs kubeclient.Interface, clk clock.WithTicker) *Watching {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}

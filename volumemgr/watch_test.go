@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/agenttest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -50,7 +51,7 @@ func TestWatchingGetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	w := volumemgr.NewWatching(cs, clk)
+	w := volumemgr.NewWatching(clientgo.Wrap(cs), clk)
 	gets := func() int { // GETs of single ConfigMaps sent so far
 		mu.Lock()
 		defer mu.Unlock()
@@ -166,7 +167,7 @@ func TestWatchingBurstWaitsForTheList(t *testing.T) {
 	cp := agenttest.StartControlPlane(t)
 	cs, gets := countingClient(t, cp, 300*time.Millisecond)
 	createConfigMap(t, cs, "burst", "root-ca")
-	w := volumemgr.NewWatching(cs, clocktesting.NewFakeClock(time.Now()))
+	w := volumemgr.NewWatching(clientgo.Wrap(cs), clocktesting.NewFakeClock(time.Now()))
 	w.SyncWait = time.Minute // never reached: the list ends the wait
 	stopWatches(t, w)
 	var wg sync.WaitGroup
@@ -197,7 +198,7 @@ func TestWatchingReadsLiveAfterSyncWait(t *testing.T) {
 	cp := agenttest.StartControlPlane(t)
 	cs, gets := countingClient(t, cp, 3*time.Second)
 	createConfigMap(t, cs, "slow", "cfg")
-	w := volumemgr.NewWatching(cs, nil) // the real clock times SyncWait
+	w := volumemgr.NewWatching(clientgo.Wrap(cs), nil) // the real clock times SyncWait
 	w.SyncWait = 100 * time.Millisecond
 	stopWatches(t, w)
 	start := time.Now()

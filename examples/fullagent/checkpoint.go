@@ -63,7 +63,7 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 	if o.podCheckpoint {
 		path = checkpointPath(o.rootDir)
 	}
-	live := podopts.FromClient(a.client)
+	live := podopts.FromClient(a.kube)
 	// Services from an informer's cache, as kubelet's service lister
 	// (live LISTs only until it has synced): no LIST per pod start.
 	if a.apiInformer == nil {
@@ -74,11 +74,11 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 	// ConfigMaps and Secrets are watched one object at a time, as
 	// upstream's default (configMapAndSecretChangeDetectionStrategy:
 	// Watch): volume refreshes send no requests for unchanged objects.
-	a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
-	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.client, a.nodeName), podconfig.CheckpointConfig{
+	a.watching = volumemgr.NewWatching(a.kube, clock.RealClock{})
+	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.kube, a.nodeName), podconfig.CheckpointConfig{
 		Path: path, NodeName: a.nodeName,
 		ConfigMaps: a.watching, Secrets: a.watching, Services: services,
-		Tokens: volumemgr.FromClient(a.client),
+		Tokens: volumemgr.FromClient(a.kube),
 		Node:   admission.NodeFunc(a.cachedNode),
 		// Its receiver is the merger, which modifies no pod it is given.
 		SharedPods: true,
@@ -107,7 +107,7 @@ func (a *agent) objects() objectGetter {
 // unreachable).
 func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequester) {
 	if a.checkpoint == nil {
-		vc := volumemgr.FromClient(a.client)
+		vc := volumemgr.FromClient(a.kube)
 		return vc, vc
 	}
 	o := a.checkpoint.Objects()

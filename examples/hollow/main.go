@@ -141,7 +141,7 @@ type hollowNode struct {
 // manager, the node side (Node status, Lease), then the loop and GC.
 func newHollowNode(client kubernetes.Interface, name string, o options) (*hollowNode, error) {
 	rt := agenttest.NewFakeRuntime(clock.RealClock{})
-	h := &hollowNode{name: name, pods: podconfig.New([]nodekit.Source{podconfig.NewAPISource(client, name)}, podconfig.WithSharedPods())}
+	h := &hollowNode{name: name, pods: podconfig.New([]nodekit.Source{podconfig.NewAPISource(clientgo.Wrap(client), name)}, podconfig.WithSharedPods())}
 	cache := pleg.NewCache()
 	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// One watch on this Node feeds admission and the node status.

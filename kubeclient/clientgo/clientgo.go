@@ -12,6 +12,7 @@ package clientgo
 
 import (
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/nodekit/nodekit/kubeclient"
 )
@@ -80,4 +81,11 @@ func (c clientset) TokenReviews() kubeclient.TokenReviews {
 
 func (c clientset) SubjectAccessReviews() kubeclient.SubjectAccessReviews {
 	return c.cs.AuthorizationV1().SubjectAccessReviews()
+}
+
+// IsWatchListSemanticsUnSupported passes on what the wrapped clientset
+// says of streaming lists (the fake clientset has none), so a reflector
+// given the wrapper lists as it would given the clientset.
+func (c clientset) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.cs)
 }

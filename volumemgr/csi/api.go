@@ -7,7 +7,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // API reads the objects the plugin resolves a volume with. Not-found errors
@@ -26,9 +27,9 @@ type API interface {
 }
 
 // FromClient returns an API reading straight from the API server.
-func FromClient(cs kubernetes.Interface) API { return clientAPI{cs} }
+func FromClient(cs kubeclient.Interface) API { return clientAPI{cs} }
 
-type clientAPI struct{ cs kubernetes.Interface }
+type clientAPI struct{ cs kubeclient.Interface }
 
 func (c clientAPI) GetPersistentVolumeClaim(ctx context.Context, namespace, name string) (*v1.PersistentVolumeClaim, error) {
 	return c.cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -10,8 +10,8 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/volumemgr"
 )
 
@@ -151,4 +151,4 @@ func attachmentStatus(va *storagev1.VolumeAttachment) (bool, error) {
 // AttachFromClient returns an AttachAPI reading straight from the API
 // server (the node's credentials may read its Node and the
 // VolumeAttachments of its volumes under the Node authorizer).
-func AttachFromClient(cs kubernetes.Interface) AttachAPI { return clientAPI{cs} }
+func AttachFromClient(cs kubeclient.Interface) AttachAPI { return clientAPI{cs} }

@@ -17,6 +17,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
@@ -36,8 +37,8 @@ func TestAttachRequired(t *testing.T) {
 	drvObj.Spec.AttachRequired = ptr.To(true)
 	e := newEnv(t, pvc, pv, drvObj)
 	var err error
-	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs),
-		NodeName: nodeName, Attach: csi.AttachFromClient(e.cs)})
+	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)),
+		NodeName: nodeName, Attach: csi.AttachFromClient(clientgo.Wrap(e.cs))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,8 +127,8 @@ func TestAttachableName(t *testing.T) {
 	if n, err := e.plugin.AttachableName(e.ctx, &volumemgr.AttachableRequest{Pod: pod, Volume: &vol}); err != nil || n != "" {
 		t.Fatalf("without AttachAPI: %q, %v", n, err)
 	}
-	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs),
-		NodeName: nodeName, Attach: csi.AttachFromClient(e.cs)})
+	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)),
+		NodeName: nodeName, Attach: csi.AttachFromClient(clientgo.Wrap(e.cs))})
 	if err != nil {
 		t.Fatal(err)
 	}

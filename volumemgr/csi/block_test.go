@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/agenttest/csitest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -255,7 +256,7 @@ func TestBlockAfterRestart(t *testing.T) {
 
 	// Restart: new plugin, new manager; only the kept pod comes back.
 	var perr error
-	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName}); perr != nil {
+	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName}); perr != nil {
 		t.Fatal(perr)
 	}
 	m = e.manager(clk, &events{})
@@ -370,7 +371,7 @@ func TestBlockOldLayoutMigration(t *testing.T) {
 	}
 
 	var perr error
-	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName}); perr != nil {
+	if e.plugin, perr = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName}); perr != nil {
 		t.Fatal(perr)
 	}
 	m = e.manager(clk, &events{})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -44,7 +45,7 @@ func TestClaimDirNamedByPV(t *testing.T) {
 	}
 
 	var err error
-	if e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName}); err != nil {
+	if e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName}); err != nil {
 		t.Fatal(err)
 	}
 	m = e.manager(clk, &events{})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
 	"github.com/nodekit/nodekit/internal/itest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -97,14 +98,14 @@ func newEnvWith(t *testing.T, o csitest.Options, objs ...runtime.Object) *env {
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName, UID: "node-uid"}}
 	e := &env{t: t, ctx: testContext(t), root: root, cs: fake.NewClientset(append([]runtime.Object{node}, objs...)...),
 		drivers: csi.NewDrivers(), drv: drv, events: &events{}}
-	e.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: e.drivers, Client: e.cs, NodeName: nodeName})
+	e.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: e.drivers, Client: clientgo.Wrap(e.cs), NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := e.handler.RegisterPlugin(e.ctx, driverName, drv.Endpoint, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)
 	}
-	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName, Events: e.events})
+	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName, Events: e.events})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // PluginName is the upstream name of the CSI volume plugin; log and error
@@ -26,7 +27,7 @@ type HandlerConfig struct {
 	Drivers *Drivers
 	// Client updates the CSINode and Node objects; nil keeps only the
 	// registry (a standalone agent, as upstream without a kube client).
-	Client kubernetes.Interface
+	Client kubeclient.Interface
 	// NodeName is the node's name; required with Client.
 	NodeName types.NodeName
 	// Timeout bounds NodeGetInfo; zero means DefaultTimeout.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -45,7 +46,7 @@ func TestRegisterUpdatesCSINodeAndNode(t *testing.T) {
 		Annotations: map[string]string{csi.NodeIDAnnotation: `{"other.driver":"o1"}`}}}
 	cs := fake.NewClientset(node)
 	drivers := csi.NewDrivers()
-	h, err := csi.NewHandler(csi.HandlerConfig{Drivers: drivers, Client: cs, NodeName: nodeName})
+	h, err := csi.NewHandler(csi.HandlerConfig{Drivers: drivers, Client: clientgo.Wrap(cs), NodeName: nodeName})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestRegisterFailsWhenNodeGetInfoFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	drivers := csi.NewDrivers()
-	h, _ := csi.NewHandler(csi.HandlerConfig{Drivers: drivers, Client: fake.NewClientset(), NodeName: nodeName})
+	h, _ := csi.NewHandler(csi.HandlerConfig{Drivers: drivers, Client: clientgo.Wrap(fake.NewClientset()), NodeName: nodeName})
 	err := h.RegisterPlugin(testContext(t), driverName, drv.Endpoint, csitest.SupportedVersions)
 	if err == nil || !strings.Contains(err.Error(), "code = Unavailable desc = injected failure of NodeGetInfo") {
 		t.Errorf("RegisterPlugin: %v", err)

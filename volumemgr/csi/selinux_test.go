@@ -20,6 +20,7 @@ import (
 	"github.com/nodekit/nodekit/agenttest/csitest"
 	"github.com/nodekit/nodekit/internal/selinux"
 	"github.com/nodekit/nodekit/internal/selinux/selinuxtest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
@@ -33,7 +34,7 @@ const (
 // as the host's SELinux (nil: the real one), as both would in an agent.
 func (e *env) seLinuxManager(host volumemgr.SELinux) (*volumemgr.Manager, *testingclock.FakeClock) {
 	e.t.Helper()
-	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName, SELinux: host})
+	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName, SELinux: host})
 	if err != nil {
 		e.t.Fatal(err)
 	}

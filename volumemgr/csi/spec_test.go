@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
@@ -19,7 +20,7 @@ import (
 // before a driver is called.
 func setUpError(t *testing.T, pod *v1.Pod, objs ...runtime.Object) error {
 	t.Helper()
-	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: t.TempDir(), Drivers: csi.NewDrivers(), API: csi.FromClient(fake.NewClientset(objs...))})
+	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: t.TempDir(), Drivers: csi.NewDrivers(), API: csi.FromClient(clientgo.Wrap(fake.NewClientset(objs...)))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
 
@@ -30,7 +31,7 @@ func TestVolumeStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs),
+	if e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)),
 		NodeName: nodeName, Metrics: metrics, Clock: clk}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestVolumeStatsNotSupported(t *testing.T) {
 	if err := h.RegisterPlugin(ctx, driverName, drv.Endpoint, []string{"1.0.0"}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: drivers, API: csi.FromClient(fake.NewClientset())})
+	p, err := csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: drivers, API: csi.FromClient(clientgo.Wrap(fake.NewClientset()))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestVolumeStatsNotSupported(t *testing.T) {
 	}
 	// An unregistered driver is an error (transient upstream), not "none".
 	drivers2 := csi.NewDrivers()
-	p2, err := csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: drivers2, API: csi.FromClient(fake.NewClientset())})
+	p2, err := csi.NewPlugin(csi.PluginConfig{RootDir: root, Drivers: drivers2, API: csi.FromClient(clientgo.Wrap(fake.NewClientset()))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/agenttest/csitest"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
 )
@@ -56,7 +57,7 @@ func testServiceAccountTokens(t *testing.T, inSecrets bool) {
 			ExpirationTimestamp: metav1.NewTime(time.Unix(2000, 0))}}, nil
 	})
 	var err error
-	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(e.cs), NodeName: nodeName, Tokens: tokens})
+	e.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: e.root, Drivers: e.drivers, API: csi.FromClient(clientgo.Wrap(e.cs)), NodeName: nodeName, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
