@@ -1,6 +1,7 @@
 package kubeclient_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodekit/nodekit/agenttest"
@@ -40,6 +42,19 @@ func TestNodeAgentRequestsIntegration(t *testing.T) {
 	if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("register the node: %v", err)
 	}
+	inf := cache.NewSharedIndexInformer(kubeclient.ListWatch(c, c.CoreV1().Nodes(), func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + node
+	}), &corev1.Node{}, 0, cache.Indexers{})
+	infCtx, stopInformer := context.WithCancel(ctx)
+	defer stopInformer()
+	go inf.RunWithContext(infCtx)
+	if !cache.WaitForCacheSync(infCtx.Done(), inf.HasSynced) {
+		t.Fatal("the node informer never synced")
+	}
+	if _, ok, _ := inf.GetStore().GetByKey(node); !ok {
+		t.Error("the node informer lacks the node")
+	}
+
 	created, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec: corev1.PodSpec{NodeName: node, // the service account token volume is what allows the node its token request

@@ -111,9 +111,15 @@ type StorageV1 interface {
 // The resources of resource/v1 (dynamic resource allocation) a node agent
 // uses.
 type (
-	ResourceSlices = Resource[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList]
 	ResourceClaims = StatusResource[*resourcev1.ResourceClaim, *resourcev1.ResourceClaimList]
 )
+
+// ResourceSlices are the devices a node's DRA drivers publish; the agent
+// deletes a gone driver's slices as one collection.
+type ResourceSlices interface {
+	Resource[*resourcev1.ResourceSlice, *resourcev1.ResourceSliceList]
+	DeleteCollection(ctx context.Context, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error
+}
 
 // ResourceV1 is the resource.k8s.io group.
 type ResourceV1 interface {

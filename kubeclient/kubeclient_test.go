@@ -161,15 +161,14 @@ var calls = map[string]func(context.Context, kubeclient.Interface) (string, erro
 	},
 }
 
-// TestRequestsAsTheClientsetMakesThem makes each call through a Client
-// and through client-go's clientset, and wants the same request on the
-// wire: method, path and query, content negotiation and body.
-func TestRequestsAsTheClientsetMakesThem(t *testing.T) {
+// clientPair is a recorder and a Client and a clientset in front of it,
+// without rate limits.
+func clientPair(t *testing.T) (*recorder, *kubeclient.Client, *kubernetes.Clientset) {
+	t.Helper()
 	rec := &recorder{}
 	srv := httptest.NewServer(rec)
 	t.Cleanup(srv.Close)
 	cfg := &rest.Config{Host: srv.URL, QPS: -1}
-
 	lean, err := kubeclient.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +177,14 @@ func TestRequestsAsTheClientsetMakesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rec, lean, cs
+}
+
+// TestRequestsAsTheClientsetMakesThem makes each call through a Client
+// and through client-go's clientset, and wants the same request on the
+// wire: method, path and query, content negotiation and body.
+func TestRequestsAsTheClientsetMakesThem(t *testing.T) {
+	rec, lean, cs := clientPair(t)
 	for name, call := range calls {
 		got, err := call(t.Context(), lean)
 		if err != nil {

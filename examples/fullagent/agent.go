@@ -13,10 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,7 +31,6 @@ import (
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/dra"
 	"github.com/nodekit/nodekit/kubeclient"
-	"github.com/nodekit/nodekit/kubeclient/clientgo"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/pluginwatcher"
@@ -63,8 +58,7 @@ type agent struct {
 	declaredAdmit nodekit.Admitter
 	declaredFeat  *admission.DeclaredFeatures // the same admitter, for pod updates
 	resizeMetrics *allocation.Metrics         // in-place resize series; also counts resizes in pod updates
-	client        kubernetes.Interface        // nil when standalone
-	kube          kubeclient.Interface        // client as kubeclient sees it: the same requests and rate limiter; nil when standalone
+	client        kubeclient.Interface        // nil when standalone
 	runtime       *criruntime.Runtime
 	pullRecords   *pullrecords.Verifier // KubeletEnsureSecretPulledImages; nil when off
 	merger        *podconfig.Merger
@@ -214,19 +208,24 @@ func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, 
 	ec := rest.CopyConfig(rc)
 	ec.QPS, ec.Burst = float32(*cfg.EventRecordQPS), int(cfg.EventBurst)
 	rc.QPS, rc.Burst = float32(*cfg.KubeAPIQPS), int(cfg.KubeAPIBurst)
-	cs, err := kubernetes.NewForConfig(rc)
+	// kubeclient, not client-go's clientset: the clientset links every
+	// API group into the binary (kubeclient/doc.go).
+	sch, err := kubeclient.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubeclient.New(rc, sch)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	events, err := kubernetes.NewForConfig(ec)
+	events, err := kubeclient.New(ec, sch)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	a.client = cs
-	a.kube = clientgo.Wrap(cs)
 	a.events = record.NewBroadcaster(record.WithContext(ctx))
-	a.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
-	return a.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil
+	a.events.StartRecordingToSink(kubeclient.EventSink(ctx, events))
+	return a.events.NewRecorder(sch.Runtime(), v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil
 }
 
 // kernelTunables is kubelet's start-up handling of the kernel tunables it
@@ -293,9 +292,9 @@ func (a *agent) nodeGetter(ctx context.Context, machine statusmgr.HostMachine) (
 	}
 	// One informer, not a SharedInformerFactory: the factory reaches the
 	// informers of every API group and links them all into the binary.
-	a.nodeInformer = coreinformers.NewFilteredNodeInformer(a.client, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+	a.nodeInformer = cache.NewSharedIndexInformer(kubeclient.ListWatch(a.client, a.client.CoreV1().Nodes(), func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
-	})
+	}), &v1.Node{}, 0, cache.Indexers{})
 	// The cached Node, else (offline start) the checkpointed or a local one.
 	return admission.NodeFunc(func(ctx context.Context) (*v1.Node, error) { return a.admissionNode(ctx, machine) }), nil
 }

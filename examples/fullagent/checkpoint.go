@@ -12,12 +12,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	nodeinformers "k8s.io/client-go/informers/node/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/admission"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/podopts"
 	"github.com/nodekit/nodekit/statusmgr"
@@ -63,7 +62,7 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 	if o.podCheckpoint {
 		path = checkpointPath(o.rootDir)
 	}
-	live := podopts.FromClient(a.kube)
+	live := podopts.FromClient(a.client)
 	// Services from an informer's cache, as kubelet's service lister
 	// (live LISTs only until it has synced): no LIST per pod start.
 	if a.apiInformer == nil {
@@ -74,11 +73,11 @@ func (a *agent) apiSource(o *options) (nodekit.Source, error) {
 	// ConfigMaps and Secrets are watched one object at a time, as
 	// upstream's default (configMapAndSecretChangeDetectionStrategy:
 	// Watch): volume refreshes send no requests for unchanged objects.
-	a.watching = volumemgr.NewWatching(a.kube, clock.RealClock{})
-	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.kube, a.nodeName), podconfig.CheckpointConfig{
+	a.watching = volumemgr.NewWatching(a.client, clock.RealClock{})
+	cp, err := podconfig.NewCheckpointSource(podconfig.NewAPISource(a.client, a.nodeName), podconfig.CheckpointConfig{
 		Path: path, NodeName: a.nodeName,
 		ConfigMaps: a.watching, Secrets: a.watching, Services: services,
-		Tokens: volumemgr.FromClient(a.kube),
+		Tokens: volumemgr.FromClient(a.client),
 		Node:   admission.NodeFunc(a.cachedNode),
 		// Its receiver is the merger, which modifies no pod it is given.
 		SharedPods: true,
@@ -107,7 +106,7 @@ func (a *agent) objects() objectGetter {
 // unreachable).
 func (a *agent) volumeSources() (volumemgr.ObjectGetter, volumemgr.TokenRequester) {
 	if a.checkpoint == nil {
-		vc := volumemgr.FromClient(a.kube)
+		vc := volumemgr.FromClient(a.client)
 		return vc, vc
 	}
 	o := a.checkpoint.Objects()
@@ -217,19 +216,19 @@ func (s informerServices) ListServices(ctx context.Context, namespace string) ([
 
 // apiInformers are the agent's cluster-wide informers (Services,
 // RuntimeClasses), their objects kept without managedFields. They are
-// made one by one rather than by a SharedInformerFactory, which reaches
-// the informers of every API group and so links all of them into the
-// binary (1.4 MB of fullagent's 62.7 MB).
+// made one by one on kubeclient rather than by client-go's
+// SharedInformerFactory, which reaches the informers of every API group
+// and so links all of them into the binary.
 type apiInformers struct {
 	services cache.SharedIndexInformer
 	classes  cache.SharedIndexInformer
 }
 
-func newAPIInformers(c kubernetes.Interface) *apiInformers {
+func newAPIInformers(c kubeclient.Interface) *apiInformers {
 	namespaced := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	s := &apiInformers{
-		services: coreinformers.NewServiceInformer(c, metav1.NamespaceAll, 0, namespaced),
-		classes:  nodeinformers.NewRuntimeClassInformer(c, 0, cache.Indexers{}),
+		services: cache.NewSharedIndexInformer(kubeclient.ListWatch(c, c.CoreV1().Services(metav1.NamespaceAll), nil), &v1.Service{}, 0, namespaced),
+		classes:  cache.NewSharedIndexInformer(kubeclient.ListWatch(c, c.NodeV1().RuntimeClasses(), nil), &nodev1.RuntimeClass{}, 0, cache.Indexers{}),
 	}
 	for _, inf := range []cache.SharedIndexInformer{s.services, s.classes} {
 		_ = inf.SetTransform(dropManagedFields) // fails only once started

@@ -36,15 +36,15 @@ func (a *agent) newCSI(rootDir string, recorder record.EventRecorder) (*csiParts
 	if err != nil {
 		return nil, fmt.Errorf("csi: metrics: %w", err)
 	}
-	if p.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: p.drivers, Client: a.kube, NodeName: types.NodeName(a.nodeName), Metrics: metrics}); err != nil {
+	if p.handler, err = csi.NewHandler(csi.HandlerConfig{Drivers: p.drivers, Client: a.client, NodeName: types.NodeName(a.nodeName), Metrics: metrics}); err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}
 	// CSIDriver tokenRequests: the pod's service-account tokens, from the
 	// API server, cached as projected volumes' are.
-	tokens := volumemgr.CachedTokens(volumemgr.FromClient(a.kube), clock.RealClock{})
-	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.kube),
+	tokens := volumemgr.CachedTokens(volumemgr.FromClient(a.client), clock.RealClock{})
+	p.plugin, err = csi.NewPlugin(csi.PluginConfig{RootDir: rootDir, Drivers: p.drivers, API: csi.FromClient(a.client),
 		NodeName: types.NodeName(a.nodeName), Mounter: volumemgr.HostMounter{}, Metrics: metrics, Tokens: tokens, Events: recorder,
-		Attach: csi.AttachFromClient(a.kube)}) // attachRequired drivers: wait for the controller's attachment (attach.go)
+		Attach: csi.AttachFromClient(a.client)}) // attachRequired drivers: wait for the controller's attachment (attach.go)
 	if err != nil {
 		return nil, fmt.Errorf("csi: %w", err)
 	}

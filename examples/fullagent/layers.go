@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	nodev1listers "k8s.io/client-go/listers/node/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
@@ -26,6 +25,7 @@ import (
 	"github.com/nodekit/nodekit/credentialprovider"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/criruntime/userns"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
@@ -184,9 +184,9 @@ func (a *agent) serviceAccounts() credentialprovider.ServiceAccounts {
 	return clientServiceAccounts{a.client}
 }
 
-// clientServiceAccounts is credentialprovider.ServiceAccounts over a
-// clientset.
-type clientServiceAccounts struct{ c kubernetes.Interface }
+// clientServiceAccounts is credentialprovider.ServiceAccounts over the
+// agent's client.
+type clientServiceAccounts struct{ c kubeclient.Interface }
 
 var _ credentialprovider.ServiceAccounts = clientServiceAccounts{}
 
@@ -232,8 +232,8 @@ func (a *agent) newStatusManager() (syncloop.MirrorClient, error) {
 	var sink nodekit.StatusSink = discardSink{}
 	var mirror syncloop.MirrorClient
 	if a.client != nil {
-		sink = statusmgr.NewAPISink(a.kube)
-		mirror = statusmgr.NewMirrorClient(a.kube, a.nodeName)
+		sink = statusmgr.NewAPISink(a.client)
+		mirror = statusmgr.NewMirrorClient(a.client, a.nodeName)
 	}
 	var err error
 	// The sync loop's pods are never modified once stored: the manager
@@ -559,7 +559,7 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		labels[k] = v
 	}
 	var err error
-	a.node, err = statusmgr.NewNodeReporter(a.kube, statusmgr.NodeConfig{
+	a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 		NodeName: a.nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
 		Conditions:            a.nodeConditions(),
@@ -573,7 +573,7 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 	if err != nil {
 		return err
 	}
-	a.lease, err = statusmgr.NewHeartbeat(a.kube, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
+	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
 	return err
 }
 

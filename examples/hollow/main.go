@@ -31,8 +31,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -43,7 +41,7 @@ import (
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/agenttest"
 	"github.com/nodekit/nodekit/gc"
-	"github.com/nodekit/nodekit/kubeclient/clientgo"
+	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/pleg"
 	"github.com/nodekit/nodekit/podconfig"
 	"github.com/nodekit/nodekit/statusmgr"
@@ -100,7 +98,7 @@ func run(ctx context.Context, o options) error {
 
 // connect resolves the node's name and makes its API client from the
 // kubeconfig, at the flags' request rate.
-func connect(o options) (string, kubernetes.Interface, error) {
+func connect(o options) (string, kubeclient.Interface, error) {
 	name := o.nodeName
 	if name == "" {
 		h, err := os.Hostname()
@@ -117,7 +115,7 @@ func connect(o options) (string, kubernetes.Interface, error) {
 		return "", nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	rc.QPS, rc.Burst, rc.UserAgent = float32(o.qps), o.burst, "nodekit-hollow/"+name
-	client, err := kubernetes.NewForConfig(rc)
+	client, err := kubeclient.New(rc, nil)
 	if err != nil {
 		return "", nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
@@ -139,21 +137,22 @@ type hollowNode struct {
 // newHollowNode builds the parts in order: the runtime side (fake
 // runtime, PLEG), the Node informer, the pod store and the status
 // manager, the node side (Node status, Lease), then the loop and GC.
-func newHollowNode(client kubernetes.Interface, name string, o options) (*hollowNode, error) {
+func newHollowNode(client kubeclient.Interface, name string, o options) (*hollowNode, error) {
 	rt := agenttest.NewFakeRuntime(clock.RealClock{})
-	h := &hollowNode{name: name, pods: podconfig.New([]nodekit.Source{podconfig.NewAPISource(clientgo.Wrap(client), name)}, podconfig.WithSharedPods())}
+	h := &hollowNode{name: name, pods: podconfig.New([]nodekit.Source{podconfig.NewAPISource(client, name)}, podconfig.WithSharedPods())}
 	cache := pleg.NewCache()
 	lifecycle := pleg.New(rt, cache, pleg.Options{}) // evented when rt streams container events
 	// One watch on this Node feeds admission and the node status.
 	// Built from the Node informer alone, not a SharedInformerFactory,
-	// which would link every API group's informers and listers.
-	h.nodeInformer = coreinformers.NewFilteredNodeInformer(client, 0, toolscache.Indexers{}, func(lo *metav1.ListOptions) {
+	// which would link every API group's informers and listers; on
+	// kubeclient, which links only the groups a node agent uses.
+	h.nodeInformer = toolscache.NewSharedIndexInformer(kubeclient.ListWatch(client, client.CoreV1().Nodes(), func(lo *metav1.ListOptions) {
 		lo.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	})
+	}), &v1.Node{}, 0, toolscache.Indexers{})
 	h.nodes = corelisters.NewNodeLister(h.nodeInformer.GetIndexer())
 	// The pod store is built first: the loop fills it, the status manager reads it.
 	store := syncloop.NewPodStore()
-	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(clientgo.Wrap(client)),
+	status, err := statusmgr.NewManager(statusmgr.Config{Sink: statusmgr.NewAPISink(client),
 		Pods: store, SharePods: true})
 	if err != nil {
 		return nil, err
@@ -184,9 +183,9 @@ func newHollowNode(client kubernetes.Interface, name string, o options) (*hollow
 
 // nodeSide is the Node's reporter (the fake machine, Ready while the
 // PLEG is healthy) and its Lease heartbeat.
-func (h *hollowNode) nodeSide(client kubernetes.Interface, o options, lifecycle pleg.PLEG) (*statusmgr.NodeReporter, *statusmgr.Heartbeat, error) {
+func (h *hollowNode) nodeSide(client kubeclient.Interface, o options, lifecycle pleg.PLEG) (*statusmgr.NodeReporter, *statusmgr.Heartbeat, error) {
 	name := h.name
-	node, err := statusmgr.NewNodeReporter(clientgo.Wrap(client), statusmgr.NodeConfig{
+	node, err := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{
 		NodeName: name, NodeIP: o.nodeIP, MaxPods: o.maxPods, Labels: map[string]string{"nodekit.io/hollow": "true"},
 		Machine: statusmgr.MachineInfoFunc(func(context.Context) (statusmgr.Machine, error) { return fakeMachine(name), nil }),
 		Runtime: fakeVersion{}, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
@@ -197,7 +196,7 @@ func (h *hollowNode) nodeSide(client kubernetes.Interface, o options, lifecycle 
 	if err != nil {
 		return nil, nil, err
 	}
-	lease, err := statusmgr.NewHeartbeat(clientgo.Wrap(client), statusmgr.HeartbeatConfig{NodeName: name})
+	lease, err := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
 	if err != nil {
 		return nil, nil, err
 	}
