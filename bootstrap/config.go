@@ -6,9 +6,10 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 const (
@@ -34,8 +35,8 @@ const (
 	lookupTimeout = 30 * time.Second
 )
 
-// NewClientFunc builds the clientset certificates are requested with.
-type NewClientFunc func(*rest.Config) (kubernetes.Interface, error)
+// NewClientFunc builds the API client certificates are requested with.
+type NewClientFunc func(*rest.Config) (kubeclient.Interface, error)
 
 // Config configures LoadClientConfig and NewRotator.
 type Config struct {
@@ -58,12 +59,13 @@ type Config struct {
 	// WaitTimeout bounds the wait for a bootstrap request to be approved
 	// and issued. Default 1 hour, as upstream.
 	WaitTimeout time.Duration
-	// Clock decides whether certificates have expired and times
-	// WaitTimeout. Default the real clock. (Renewal is scheduled by
-	// client-go's certificate manager, on the real clock.)
+	// Clock decides whether certificates have expired, times WaitTimeout,
+	// schedules a Rotator's renewals and back-off, and names the stored
+	// files. Default the real clock.
 	Clock clock.Clock
-	// NewClient builds the clientset requests are made with. Default
-	// kubernetes.NewForConfig; tests pass a fake.
+	// NewClient builds the API client requests are made with. Default
+	// kubeclient.New; tests pass a fake (clientgo.Wrap of a fake
+	// clientset).
 	NewClient NewClientFunc
 	// OnRotate, if set, is called by a Rotator after it installed a new
 	// certificate (leaf given), once connections with the old one are
@@ -79,7 +81,7 @@ func (c Config) withDefaults() Config {
 		c.Clock = clock.RealClock{}
 	}
 	if c.NewClient == nil {
-		c.NewClient = func(rc *rest.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(rc) }
+		c.NewClient = func(rc *rest.Config) (kubeclient.Interface, error) { return kubeclient.New(rc, nil) }
 	}
 	return c
 }

@@ -2,24 +2,30 @@
 // and rotation of its client certificate, as upstream kubelet's
 // --bootstrap-kubeconfig, --cert-dir and rotateCertificates.
 //
-// LoadClientConfig runs before any clientset is built. While the
+// LoadClientConfig runs before any API client is built. While the
 // kubeconfig holds a valid client certificate it just loads it; otherwise
 // it asks for one with the bootstrap credentials (a
 // CertificateSigningRequest for system:node:NAME in group system:nodes,
 // signer kubernetes.io/kube-apiserver-client-kubelet, usages digital
 // signature and client auth, plus key encipherment for RSA keys), waits a
 // bounded time for approval and issuance, keeps the pair in the cert dir
-// (client-go's file store: kubelet-client-<time>.pem and the symlink
+// (laid out as kubelet lays it out, see internal/certstore: one PEM file
+// kubelet-client-<time>.pem, certificate then key, and the symlink
 // kubelet-client-current.pem) and writes the kubeconfig pointing at it.
 // Errors name the file, server or request and say what is missing: "not
 // approved", "denied: reason", "no certificate issued within ...".
 //
-// A Rotator renews the certificate before it expires (client-go's
+// A Rotator renews the certificate before it expires (as upstream's
 // certificate manager: at a jittered 70-90% of its lifetime, with the
 // node's current certificate, or the bootstrap credentials once it has
-// expired) and hands out a client config whose connections present the
+// expired; failed attempts are retried after 2, 4, 8 and 16 s, then every
+// 32 s) and hands out a client config whose connections present the
 // current certificate and are closed when a new one is installed, so the
-// agent's clientsets follow rotations without a restart.
+// agent's clients follow rotations without a restart.
+//
+// Requests are made with a kubeclient.Interface (Config.NewClient,
+// kubeclient.New by default), so the package does not link client-go's
+// clientset, nor its certificate manager and CSR helpers.
 //
 // The package does not approve or sign requests (kube-controller-manager
 // does), does not handle the serving certificate of the node API (see
@@ -38,5 +44,5 @@
 //		rc = rot.ClientConfig()
 //		go rot.Run(ctx)
 //	}
-//	cs, err := kubernetes.NewForConfig(rc)
+//	client, err := kubeclient.New(rc, nil)
 package bootstrap

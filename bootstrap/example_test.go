@@ -17,7 +17,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -25,6 +24,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/nodekit/nodekit/bootstrap"
+	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 // A node joins with a bootstrap token: LoadClientConfig requests its
@@ -67,7 +68,7 @@ func Example() {
 		Kubeconfig:          filepath.Join(dir, "kubelet.conf"),
 		CertDir:             filepath.Join(dir, "pki"),
 		NodeName:            "node-1",
-		NewClient:           func(*rest.Config) (kubernetes.Interface, error) { return cs, nil },
+		NewClient:           func(*rest.Config) (kubeclient.Interface, error) { return clientgo.Wrap(cs), nil },
 	}
 	rc, err := bootstrap.LoadClientConfig(context.Background(), cfg)
 	if err != nil {

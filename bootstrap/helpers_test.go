@@ -20,12 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/kubeclient"
+	"github.com/nodekit/nodekit/kubeclient/clientgo"
 )
 
 const bootstrapToken = "abcdef.0123456789abcdef"
@@ -148,11 +151,11 @@ func newFakeAPI(t testing.TB, decide func(*certificatesv1.CertificateSigningRequ
 }
 
 // newClient is a bootstrap.NewClientFunc recording the configs it gets.
-func (f *fakeAPI) newClient(rc *rest.Config) (kubernetes.Interface, error) {
+func (f *fakeAPI) newClient(rc *rest.Config) (kubeclient.Interface, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.configs = append(f.configs, rest.CopyConfig(rc))
-	return f.cs, nil
+	return clientgo.Wrap(f.cs), nil
 }
 
 func (f *fakeAPI) setDecide(d func(*certificatesv1.CertificateSigningRequest)) {
@@ -177,6 +180,15 @@ func (f *fakeAPI) clientConfigs() []*rest.Config {
 func issue(t testing.TB, ca *testCA, from, to time.Duration) func(*certificatesv1.CertificateSigningRequest) {
 	return func(csr *certificatesv1.CertificateSigningRequest) {
 		now := time.Now()
+		approve(csr)
+		csr.Status.Certificate = ca.sign(t, csr.Spec.Request, now.Add(from), now.Add(to))
+	}
+}
+
+// issueAt is issue with now read from clk.
+func issueAt(t testing.TB, ca *testCA, clk clock.PassiveClock, from, to time.Duration) func(*certificatesv1.CertificateSigningRequest) {
+	return func(csr *certificatesv1.CertificateSigningRequest) {
+		now := clk.Now()
 		approve(csr)
 		csr.Status.Certificate = ca.sign(t, csr.Spec.Request, now.Add(from), now.Add(to))
 	}

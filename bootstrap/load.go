@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
 
+	"github.com/nodekit/nodekit/internal/certstore"
 	"github.com/nodekit/nodekit/internal/fsutil"
 )
 
@@ -74,7 +74,7 @@ func LoadClientConfig(ctx context.Context, cfg Config) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: client for %s (bootstrap kubeconfig %s): %w", boot.Host, cfg.BootstrapKubeconfig, err)
 	}
-	store, err := newStore(ctx, cfg.CertDir, "", "")
+	store, err := newStore(ctx, cfg, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -101,11 +101,15 @@ func LoadClientConfig(ctx context.Context, cfg Config) (*rest.Config, error) {
 	return rc, nil
 }
 
-// newStore opens client-go's file store of the kubelet-client pair.
-func newStore(ctx context.Context, dir, certFile, keyFile string) (certificate.FileStore, error) {
-	store, err := certificate.NewFileStoreWithLogger(klog.FromContext(ctx).V(3), PairName, dir, dir, certFile, keyFile)
+// newStore opens the store of the kubelet-client pair in cfg.CertDir,
+// laid out as kubelet lays it out (see internal/certstore); certFile and
+// keyFile are a pair to fall back on while it holds none.
+func newStore(ctx context.Context, cfg Config, certFile, keyFile string) (*certstore.Store, error) {
+	store, err := certstore.Open(PairName, cfg.CertDir, certstore.Options{
+		CertFile: certFile, KeyFile: keyFile, Clock: cfg.Clock, Logger: klog.FromContext(ctx).V(3),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: certificate store in %s: %w", dir, err)
+		return nil, fmt.Errorf("bootstrap: certificate store in %s: %w", cfg.CertDir, err)
 	}
 	return store, nil
 }

@@ -16,22 +16,18 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/certificate"
-	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
-// errWaitTimeout is the cancellation cause when WaitTimeout passes.
-var errWaitTimeout = errors.New("wait timeout")
-
-// requester makes one node client certificate request with client-go's
-// csr helpers and waits for it, bounded by timeout on clock.
+// requester makes one node client certificate request and waits for it,
+// bounded by timeout on clock.
 type requester struct {
-	client   kubernetes.Interface
+	client   kubeclient.Interface
 	server   string
 	nodeName string
 	timeout  time.Duration
@@ -66,25 +62,16 @@ func (r requester) request(ctx context.Context, keyFile string) (certPEM, keyPEM
 		return nil, nil, fmt.Errorf("make certificate request: %w", err)
 	}
 	// ECDSA keys: digital signature + client auth; RSA adds key encipherment.
-	usages := certificate.DefaultKubeletClientGetUsages(key)
+	usages := clientUsages(key)
 	name, err := requestName(signer.Public(), subject, usages)
 	if err != nil {
 		return nil, nil, err
 	}
 
-	waitCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timer := r.clock.NewTimer(r.timeout)
-	defer timer.Stop()
-	go func() {
-		select {
-		case <-timer.C():
-			cancel(errWaitTimeout)
-		case <-waitCtx.Done():
-		}
-	}()
+	waitCtx, cancel := withClockTimeout(ctx, r.clock, r.timeout)
+	defer cancel()
 
-	reqName, uid, err := csr.RequestCertificateWithContext(waitCtx, r.client, csrPEM, name, SignerName, nil, usages, key)
+	reqName, uid, err := createCSR(waitCtx, r.client, r.clock, csrPEM, name, usages, signer)
 	if err != nil {
 		if errors.Is(context.Cause(waitCtx), errWaitTimeout) {
 			return nil, nil, fmt.Errorf("CSR %s could not be created within %v: %w", name, r.timeout, err)
@@ -92,8 +79,13 @@ func (r requester) request(ctx context.Context, keyFile string) (certPEM, keyPEM
 		return nil, nil, err
 	}
 	klog.FromContext(ctx).Info("Requested a client certificate; waiting for approval", "csr", reqName, "signer", SignerName, "server", r.server)
-	certPEM, err = csr.WaitForCertificate(waitCtx, r.client, reqName, uid)
+	certPEM, err = waitForCSR(waitCtx, r.client, r.clock, reqName, uid)
 	if err != nil {
+		var denied *RequestDeniedError
+		if errors.As(err, &denied) {
+			_ = os.Remove(keyFile) // the next attempt is a new request
+			return nil, nil, err
+		}
 		if ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("CSR %s: %w", reqName, ctx.Err())
 		}

@@ -14,37 +14,42 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate"
 	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/certstore"
+	"github.com/nodekit/nodekit/internal/clockwait"
+	"github.com/nodekit/nodekit/kubeclient"
 )
 
 // Rotator keeps the node's client certificate renewed, as upstream
-// kubelet's rotateCertificates: client-go's certificate manager requests a
-// new certificate (fresh key, same identity, signer
-// kubernetes.io/kube-apiserver-client-kubelet) at a jittered 70-90% of the
-// current one's lifetime, with the node's current credentials, falling
-// back to the bootstrap kubeconfig when the certificate has expired. New
-// pairs go to CertDir (kubelet-client-current.pem follows them, so the
-// kubeconfig LoadClientConfig wrote stays right across restarts).
+// kubelet's rotateCertificates: it requests a new certificate (fresh
+// ECDSA P-256 key, same identity, signer
+// kubernetes.io/kube-apiserver-client-kubelet) at a jittered 70-90% of
+// the current one's lifetime, with the node's current credentials,
+// falling back to the bootstrap kubeconfig once the certificate has
+// expired. New pairs go to CertDir (kubelet-client-current.pem follows
+// them, so the kubeconfig LoadClientConfig wrote stays right across
+// restarts). Renewal runs on Config.Clock.
 //
-// ClientConfig is the config to build the agent's clientsets from: its
+// ClientConfig is the config to build the agent's clients from: its
 // TLS handshakes present the current certificate, and when a new one is
 // installed every connection is closed so that requests, watches
 // included, reconnect with it at once.
 type Rotator struct {
 	cfg     Config
-	mgr     certificate.Manager
+	store   *certstore.Store
 	dialer  *connrotation.Dialer
 	client  *rest.Config
 	logger  klog.Logger
 	started atomic.Bool
-	// renewErrors is kubelet_certificate_manager_client_expiration_renew_errors:
-	// client-go's manager counts each failed renewal; RegisterMetrics
-	// exposes it.
+	// renewErrors is kubelet_certificate_manager_client_expiration_renew_errors,
+	// counting each failed renewal attempt; RegisterMetrics exposes it.
 	renewErrors prometheus.Counter
+	// force makes the first renewal immediate: no usable certificate in
+	// CertDir, or one taken over from inline data. Read by Run only.
+	force bool
 
 	mu   sync.RWMutex
 	cert *tls.Certificate
@@ -54,8 +59,9 @@ type Rotator struct {
 // node whose client config is current (LoadClientConfig's result: its
 // server, CA and client settings are kept; its credentials give way to
 // the current certificate). If CertDir holds no certificate yet, the one
-// current points at (files or inline data) is taken over and replaced at
-// once. It reads files but does not contact the API server: call Run.
+// current points at (files or inline data) is taken over and, if inline,
+// replaced at once. It reads files but does not contact the API server:
+// call Run.
 func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.needIdentity("needed for rotation"); err != nil {
@@ -71,35 +77,47 @@ func NewRotator(ctx context.Context, cfg Config, current *rest.Config) (*Rotator
 	if err := r.buildClientConfig(current); err != nil {
 		return nil, err
 	}
-	files, err := newStore(ctx, cfg.CertDir, current.CertFile, current.KeyFile)
-	if err != nil {
+	var err error
+	if r.store, err = newStore(ctx, cfg, current.CertFile, current.KeyFile); err != nil {
 		return nil, err
 	}
-	if pair, err := files.Current(); err == nil {
-		r.cert = pair
-	} else if !errors.As(err, new(*certificate.NoCertKeyError)) {
+	if err := r.loadInitial(current); err != nil {
 		return nil, fmt.Errorf("bootstrap: current client certificate in %s: %w", cfg.CertDir, err)
 	}
-	subject := nodeSubject(cfg.NodeName)
-	mgrCtx := context.WithoutCancel(ctx) // Run stops the manager; this only carries the logger
-	r.mgr, err = certificate.NewManager(&certificate.Config{
-		ClientsetFn: r.clientset,
-		Template:    &x509.CertificateRequest{Subject: subject},
-		SignerName:  SignerName,
-		GetUsages:   certificate.DefaultKubeletClientGetUsages,
-		// A credential given inline (kubeadm's control-plane nodes) seeds
-		// the store and is rotated out at once, as upstream.
-		BootstrapCertificatePEM: current.CertData,
-		BootstrapKeyPEM:         current.KeyData,
-		CertificateStore:        &notifyingStore{Store: files, r: r},
-		CertificateRenewFailure: r.renewErrors,
-		Name:                    "kubelet-client",
-		Ctx:                     &mgrCtx,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: client certificate manager: %w", err)
-	}
 	return r, nil
+}
+
+// loadInitial picks the certificate to start from, as upstream's manager:
+// the store's while it is valid; else a pair given inline in current
+// (kubeadm's control-plane nodes), stored and rotated out at once; else
+// the store's expired one or none, renewed at once.
+func (r *Rotator) loadInitial(current *rest.Config) error {
+	pair, err := r.store.Current()
+	if err != nil && !errors.As(err, new(*certstore.NoCertKeyError)) {
+		return err
+	}
+	if err == nil && r.cfg.Clock.Now().Before(pair.Leaf.NotAfter) {
+		r.cert = pair
+		return nil
+	}
+	r.cert, r.force = pair, true
+	if len(current.CertData) == 0 || len(current.KeyData) == 0 {
+		return nil
+	}
+	inline, err := tls.X509KeyPair(current.CertData, current.KeyData)
+	if err != nil {
+		return fmt.Errorf("inline client certificate of the client config: %w", err)
+	}
+	if inline.Leaf == nil {
+		if inline.Leaf, err = x509.ParseCertificate(inline.Certificate[0]); err != nil {
+			return fmt.Errorf("inline client certificate of the client config: %w", err)
+		}
+	}
+	r.cert = &inline
+	if _, err := r.store.Update(current.CertData, current.KeyData); err != nil {
+		r.logger.Error(err, "Could not store the inline client certificate", "certDir", r.cfg.CertDir)
+	}
+	return nil
 }
 
 // buildClientConfig makes the config whose transport presents the
@@ -144,7 +162,7 @@ func (r *Rotator) buildClientConfig(current *rest.Config) error {
 }
 
 // ClientConfig returns a config presenting the current client
-// certificate; clientsets built from it follow rotations without a
+// certificate; clients built from it follow rotations without a
 // restart. Each call returns a copy sharing one transport; set QPS, Burst,
 // UserAgent and such on it, but no TLS settings.
 func (r *Rotator) ClientConfig() *rest.Config {
@@ -167,22 +185,40 @@ func (r *Rotator) Current() *tls.Certificate {
 func (r *Rotator) CloseConnections() { r.dialer.CloseAll() }
 
 // Run renews the certificate until ctx ends, then returns nil. Failed
-// requests are retried by client-go's manager with back-off and logged.
-// Run can be called once.
+// renewals are logged, counted and retried with back-off (see renew).
+// While the certificate is expired, Current is nil, handshakes go on
+// without a client certificate and renewals use the bootstrap
+// kubeconfig; unlike kubelet (which exits five minutes into that state
+// if the API server answers), Run does not end the process. Run can be
+// called once.
 func (r *Rotator) Run(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return errors.New("bootstrap: Rotator.Run called more than once")
 	}
-	klog.FromContext(ctx).Info("Starting client certificate rotation", "certDir", r.cfg.CertDir)
-	r.mgr.Start()
-	<-ctx.Done()
-	r.mgr.Stop()
-	return nil
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting client certificate rotation", "certDir", r.cfg.CertDir)
+	for {
+		deadline := r.nextDeadline()
+		if wait := deadline.Sub(r.cfg.Clock.Now()); wait > 0 {
+			logger.V(2).Info("Waiting for the next client certificate rotation", "deadline", deadline, "wait", wait)
+			if !clockwait.Sleep(ctx, r.cfg.Clock, wait) {
+				return nil
+			}
+		}
+		if !r.renew(ctx) {
+			return nil
+		}
+		// Upstream's loop pauses a second before it looks at the new
+		// certificate's deadline.
+		if !clockwait.Sleep(ctx, r.cfg.Clock, time.Second) {
+			return nil
+		}
+	}
 }
 
-// clientset is the manager's way to the API server: the current
+// clientFor is the client renewals are made with: the current
 // certificate while it is valid, else the bootstrap credentials.
-func (r *Rotator) clientset(current *tls.Certificate) (kubernetes.Interface, error) {
+func (r *Rotator) clientFor(current *tls.Certificate) (kubeclient.Interface, error) {
 	if current != nil {
 		return r.cfg.NewClient(r.ClientConfig())
 	}
@@ -203,30 +239,10 @@ func (r *Rotator) install(pair *tls.Certificate) {
 	r.cert = pair
 	r.mu.Unlock()
 	r.dialer.CloseAll()
-	if pair.Leaf != nil {
-		r.logger.Info("Client certificate rotated; reconnecting with it", "subject", pair.Leaf.Subject.CommonName, "notAfter", pair.Leaf.NotAfter)
-		if r.cfg.OnRotate != nil {
-			r.cfg.OnRotate(pair.Leaf)
-		}
+	r.logger.Info("Client certificate rotated; reconnecting with it", "subject", pair.Leaf.Subject.CommonName, "notAfter", pair.Leaf.NotAfter)
+	if r.cfg.OnRotate != nil {
+		r.cfg.OnRotate(pair.Leaf)
 	}
-}
-
-// notifyingStore is the manager's store: the file store, installing each
-// new pair in the Rotator as soon as it is on disk.
-type notifyingStore struct {
-	certificate.Store
-	r *Rotator
-}
-
-var _ certificate.Store = (*notifyingStore)(nil)
-
-func (s *notifyingStore) Update(cert, key []byte) (*tls.Certificate, error) {
-	pair, err := s.Store.Update(cert, key)
-	if err != nil {
-		return nil, err
-	}
-	s.r.install(pair)
-	return pair, nil
 }
 
 // RegisterMetrics registers upstream kubelet's

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/clockwait"
 	"github.com/nodekit/nodekit/kubeclient"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
@@ -159,7 +160,7 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 		} else {
 			backoff = 0
 		}
-		if !sleep(ctx, h.cfg.Clock, wait) {
+		if !clockwait.Sleep(ctx, h.cfg.Clock, wait) {
 			return ctx.Err()
 		}
 	}

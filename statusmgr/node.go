@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodekit/nodekit/internal/clockwait"
 	"github.com/nodekit/nodekit/kubeclient"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -473,7 +474,7 @@ func (r *NodeReporter) Run(ctx context.Context) error {
 		} else {
 			backoff = 0
 		}
-		if !sleep(ctx, r.cfg.Clock, wait) {
+		if !clockwait.Sleep(ctx, r.cfg.Clock, wait) {
 			return ctx.Err()
 		}
 	}
@@ -502,16 +503,4 @@ func nextBackoff(prev time.Duration) time.Duration {
 		return backoffInitial
 	}
 	return min(2*prev, backoffMax)
-}
-
-// sleep waits d on clk; false if ctx ended first.
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) bool {
-	t := clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
 }
