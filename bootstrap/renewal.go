@@ -15,9 +15,9 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodekit/nodekit/internal/clockwait"
-	"k8s.io/utils/clock"
 )
 
 // The timing of renewals, as upstream's certificate manager.
