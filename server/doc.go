@@ -30,8 +30,11 @@
 // state: it reads what other parts own through small interfaces —
 // PodLister (the agent's pods), RuntimePods (the runtime's view),
 // Streamer (CRI Exec/Attach/PortForward URLs, proxied with the caller's
-// SPDY or WebSocket upgrade), LogLocator (CRI log files), StatsProvider
-// (the Summary API) — and answers 503 or 404 for what was not supplied.
+// SPDY or WebSocket upgrade; with TranslateWebSockets, kubectl's WebSocket
+// v5 exec/attach and WebSocket-tunneled port-forward are translated to
+// SPDY for the runtime, as upstream's ExtendWebSocketsToKubelet),
+// LogLocator (CRI log files), StatsProvider (the Summary API) — and
+// answers 503 or 404 for what was not supplied.
 // Metric names for the rest of the agent are defined here
 // (RegisterAgentMetrics, RegisterProbeMetrics, RegisterBuildInfo,
 // RegisterProcessMetrics) and registered in a registry the caller passes

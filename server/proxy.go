@@ -106,7 +106,7 @@ func proxyUpgrade(w http.ResponseWriter, r *http.Request, target *url.URL, idle 
 		return
 	}
 	// buffered drains what the server read ahead, then reads client; a
-	// hijacker without a buffer (the WebSocket tunnel's) gives none.
+	// hijacker may give none.
 	var fromClient io.Reader = client
 	if buffered != nil {
 		fromClient = buffered

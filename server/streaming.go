@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	apiproxy "k8s.io/apiserver/pkg/util/proxy"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/streaming/pkg/httpstream/wsstream"
 
@@ -19,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/nodekit/nodekit"
+	"github.com/nodekit/nodekit/internal/streamtranslate"
 )
 
 // Streamer asks the container runtime's streaming server for exec, attach
@@ -185,12 +185,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 // WebSocket-to-SPDY translation when Config.TranslateWebSockets is on (the
 // runtimes' streaming servers speak SPDY and older WebSocket protocols
 // only, as upstream's ExtendWebSocketsToKubelet), anything else proxied
-// as it is.
+// as it is. A translated session's WebSocket closes after
+// StreamingIdleTimeout without a frame either way (4 hours, upstream's
+// fixed limit, when it is 0).
 func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, u *url.URL, opts streamOptions) {
 	if s.cfg.TranslateWebSockets && wsstream.IsWebSocketRequestWithStreamCloseProtocol(r) {
-		apiproxy.NewStreamTranslatorHandler(u, nil, 0, apiproxy.Options{
-			Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr, Tty: opts.tty,
-		}).ServeHTTP(w, r)
+		t := &streamtranslate.Translator{Location: u, Options: streamtranslate.Options{
+			Stdin: opts.stdin, Stdout: opts.stdout, Stderr: opts.stderr, TTY: opts.tty,
+		}, IdleTimeout: s.cfg.StreamingIdleTimeout}
+		t.ServeHTTP(w, r)
 		return
 	}
 	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
@@ -270,9 +273,10 @@ func (s *Server) portForward(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if tunnel {
-		apiproxy.NewTunnelingHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := &streamtranslate.Tunnel{Upgrade: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
-		})).ServeHTTP(w, r)
+		})}
+		t.ServeHTTP(w, r)
 		return
 	}
 	proxyUpgrade(w, r, u, s.cfg.StreamingIdleTimeout, s.clock)
