@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/nodekit/nodekit"
 )
@@ -31,7 +30,7 @@ func (m *Manager) CDIDevices(pod *v1.Pod, c *v1.Container) ([]string, error) {
 		if !ok {
 			continue
 		}
-		name, _, err := resourceclaim.Name(pod, pc)
+		name, _, err := claimObjectName(pod, pc)
 		if err != nil {
 			return nil, err
 		}

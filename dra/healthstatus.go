@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 )
 
 // AllocatedResourcesStatus returns the health of the devices of the
@@ -57,7 +56,7 @@ func (m *Manager) claimHealth(key, request string) []v1.ResourceHealth {
 		states = maps.Clone(c.DriverState)
 	}
 	m.mu.Unlock()
-	base := resourceclaim.BaseRequestRef(request)
+	base := baseRequest(request)
 	seen := map[v1.ResourceID]bool{}
 	var out []v1.ResourceHealth
 	for _, driver := range slices.Sorted(maps.Keys(states)) {

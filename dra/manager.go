@@ -14,7 +14,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -222,7 +221,7 @@ func (m *Manager) Reconcile(ctx context.Context) {
 func podClaimNames(pod *v1.Pod) (names []string, owner map[string]bool, err error) {
 	owner = map[string]bool{}
 	for i := range pod.Spec.ResourceClaims {
-		name, mustOwn, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		name, mustOwn, err := claimObjectName(pod, &pod.Spec.ResourceClaims[i])
 		if err != nil {
 			return nil, nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -42,7 +41,7 @@ func claimName(pod *v1.Pod, podClaim string) (string, bool) {
 	if i < 0 {
 		return "", false
 	}
-	name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+	name, _, err := claimObjectName(pod, &pod.Spec.ResourceClaims[i])
 	if err != nil || name == nil {
 		return "", false
 	}

@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 )
@@ -51,11 +50,11 @@ func (m *Manager) prepare(ctx context.Context, pod *v1.Pod) error {
 			return fmt.Errorf("fetch ResourceClaim %s: %w", name, err)
 		}
 		if owner[name] {
-			if err := resourceclaim.IsForPod(pod, c, false); err != nil {
+			if err := claimOwnedByPod(pod, c); err != nil {
 				return err
 			}
 		}
-		if !resourceclaim.IsReservedForPod(pod, c, false) {
+		if !claimReservedForPod(pod, c) {
 			return fmt.Errorf("pod %s (%s) is not allowed to use ResourceClaim %s (%s)", pod.Name, pod.UID, name, c.UID)
 		}
 		states, err := driverStates(c)

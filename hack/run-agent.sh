@@ -30,8 +30,10 @@ authorization:
   mode: Webhook
 YAML
 # Built as upstream builds its release kubelet (examples/fullagent/main.go
-# says why grpcnotrace matters: a 40% smaller, less resident binary).
-go build -trimpath -tags selinux,notest,grpcnotrace -o _output/bin/fullagent ./examples/fullagent
+# says why grpcnotrace matters: a 40% smaller, less resident binary), but
+# static: no cgo, so no libc mapped and no pthread stacks
+# (examples/fullagent/doc.go says what that changes).
+CGO_ENABLED=0 go build -trimpath -tags selinux,notest,grpcnotrace -o _output/bin/fullagent ./examples/fullagent
 echo "run-agent: node $node, node IP $NODEKIT_NODE_IP, runtime $NODEKIT_CRI_ENDPOINT"
 echo "run-agent: drop pod manifests into $state/manifests; KUBECONFIG=$KUBECONFIG for kubectl"
 args=(--kubeconfig "$NODEKIT_NODE_KUBECONFIG"

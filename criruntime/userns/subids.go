@@ -21,7 +21,7 @@ const KubeletUser = "kubelet"
 type Host interface {
 	// UserExists reports whether the user is known (false, nil when it
 	// is not; an error when the user database cannot be read).
-	UserExists(name string) (bool, error)
+	UserExists(ctx context.Context, name string) (bool, error)
 	// LookPath finds an executable on the PATH, as exec.LookPath.
 	LookPath(file string) (string, error)
 	// Output runs the executable and returns its standard output; a
@@ -29,19 +29,41 @@ type Host interface {
 	Output(ctx context.Context, path string, args ...string) ([]byte, error)
 }
 
-// OSHost is the machine itself: os/user, exec.LookPath and os/exec.
+// OSHost is the machine itself: getent (or os/user), exec.LookPath and
+// os/exec.
 type OSHost struct{}
 
 var _ Host = OSHost{}
 
-// UserExists looks the user up with os/user.
-func (OSHost) UserExists(name string) (bool, error) {
-	_, err := user.Lookup(name)
-	var unknown user.UnknownUserError
-	if errors.As(err, &unknown) {
-		return false, nil
+// getentNotFound is getent's exit status for a key the database lacks.
+const getentNotFound = 2
+
+// UserExists looks the user up in the passwd database through the name
+// service switch, as kubelet's os/user lookup does in its cgo build:
+// `getent passwd NAME`. fullagent's release build has no cgo, and
+// os/user without cgo reads /etc/passwd alone, missing users that come
+// from LDAP, SSSD or systemd's userdb; os/user is the fallback only when
+// getent is not on the PATH.
+func (OSHost) UserExists(ctx context.Context, name string) (bool, error) {
+	getent, err := exec.LookPath("getent")
+	if err != nil {
+		_, err := user.Lookup(name)
+		var unknown user.UnknownUserError
+		if errors.As(err, &unknown) {
+			return false, nil
+		}
+		return err == nil, err
 	}
-	return err == nil, err
+	err = exec.CommandContext(ctx, getent, "passwd", name).Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &exit) && exit.ExitCode() == getentNotFound:
+		return false, nil
+	default:
+		return false, fmt.Errorf("look up user %q: getent passwd: %w", name, err)
+	}
 }
 
 // LookPath is exec.LookPath.
@@ -69,7 +91,7 @@ func NodeRange(ctx context.Context, h Host, idsPerPod uint32) (first, length uin
 	}
 	first, length = idsPerPod, uint32((1<<32)-uint64(idsPerPod))
 	logger := klog.FromContext(ctx)
-	ok, err := h.UserExists(KubeletUser)
+	ok, err := h.UserExists(ctx, KubeletUser)
 	if err != nil {
 		return 0, 0, err
 	}

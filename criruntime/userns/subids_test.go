@@ -3,6 +3,7 @@ package userns_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -24,7 +25,7 @@ type fakeHost struct {
 
 var _ userns.Host = (*fakeHost)(nil)
 
-func (h *fakeHost) UserExists(name string) (bool, error) {
+func (h *fakeHost) UserExists(_ context.Context, name string) (bool, error) {
 	if name != "kubelet" {
 		return false, nil
 	}
@@ -136,4 +137,26 @@ func TestNodeRangeChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The machine's user database, through getent and through os/user when
+// getent is not on the PATH: root is known, a made-up name is not.
+func TestOSHostUserExists(t *testing.T) {
+	ctx := context.Background()
+	check := func(how string) {
+		t.Helper()
+		if ok, err := (userns.OSHost{}).UserExists(ctx, "root"); !ok || err != nil {
+			t.Errorf("%s: root: %v, %v; want true", how, ok, err)
+		}
+		if ok, err := (userns.OSHost{}).UserExists(ctx, "nodekit-no-such-user"); ok || err != nil {
+			t.Errorf("%s: a missing user: %v, %v; want false, nil", how, ok, err)
+		}
+	}
+	if _, err := exec.LookPath("getent"); err == nil {
+		check("getent")
+	} else if os.Getenv("NODEKIT_REQUIRE_INTEGRATION") != "" {
+		t.Errorf("getent is not on the PATH: %v", err)
+	}
+	t.Setenv("PATH", t.TempDir())
+	check("os/user")
 }

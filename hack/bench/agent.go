@@ -205,7 +205,8 @@ const releaseTags = "selinux,notest,grpcnotrace"
 const upstreamLdflags = "-X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
 
 // buildFullagent builds examples/fullagent of this checkout into dir, as a
-// release would be built (releaseTags).
+// release would be built (releaseTags, and static: CGO_ENABLED=0, as
+// hack/run-agent.sh builds it; see examples/fullagent/doc.go).
 func buildFullagent(ctx context.Context, dir string) (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
@@ -213,6 +214,7 @@ func buildFullagent(ctx context.Context, dir string) (string, error) {
 	}
 	bin := filepath.Join(dir, "bin", agentFull)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags", releaseTags, "-o", bin, "./examples/fullagent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -250,18 +252,22 @@ func releaseKubelet(ctx context.Context) (string, error) {
 }
 
 // buildTags is the -tags a Go binary was built with, from its build
-// information, or "none".
+// information, or "none", and its CGO_ENABLED setting.
 func buildTags(bin string) string {
 	bi, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		return "unknown"
 	}
+	tags, cgo := "none", "?"
 	for _, s := range bi.Settings {
-		if s.Key == "-tags" {
-			return s.Value
+		switch s.Key {
+		case "-tags":
+			tags = s.Value
+		case "CGO_ENABLED":
+			cgo = s.Value
 		}
 	}
-	return "none"
+	return tags + " (CGO_ENABLED=" + cgo + ")"
 }
 
 // moduleRoot is the directory of this module's go.mod, found upwards from
