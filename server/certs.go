@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/nodekit/nodekit/internal/certstore"
 )
 
 // selfSignedValidity is how long a self-signed serving certificate lasts.
@@ -43,16 +45,11 @@ func (s *StaticCertificate) Leaf() *x509.Certificate { return s.cert.Leaf }
 // intermediates) and its private key, e.g. the KubeletConfiguration's
 // tlsCertFile and tlsPrivateKeyFile. The files are read once.
 func LoadCertificateFiles(certFile, keyFile string) (*StaticCertificate, error) {
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	pair, err := certstore.LoadPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("server: serving certificate %s / key %s: %w", certFile, keyFile, err)
+		return nil, fmt.Errorf("server: serving %w", err)
 	}
-	if pair.Leaf == nil {
-		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return nil, fmt.Errorf("server: serving certificate %s: %w", certFile, err)
-		}
-	}
-	return &StaticCertificate{cert: &pair}, nil
+	return &StaticCertificate{cert: pair}, nil
 }
 
 // NewSelfSignedCertificate makes a self-signed serving certificate (ECDSA

@@ -99,22 +99,23 @@ func TestHousekeepingListsThroughListing(t *testing.T) {
 	if err := loop.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	loop.Housekeeping(ctx)
-	clk.Step(time.Second)
-	relist.Relist(ctx)
-	if err := loop.Drain(ctx); err != nil {
-		t.Fatal(err)
+	// housekeep runs one housekeeping pass, a relist a second later, and
+	// what they queue.
+	housekeep := func() {
+		t.Helper()
+		loop.Housekeeping(ctx)
+		clk.Step(time.Second)
+		relist.Relist(ctx)
+		if err := loop.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
+	housekeep()
 	if n := countCalls(rt, "KillPod"); n != 0 {
 		t.Fatalf("%d kills of a pod the listing does not show", n)
 	}
 	listed, _ = rt.ListPods(ctx, false)
-	loop.Housekeeping(ctx)
-	clk.Step(time.Second)
-	relist.Relist(ctx)
-	if err := loop.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	housekeep()
 	if n := countCalls(rt, "KillPod default/pod-orphan"); n != 1 {
 		t.Fatalf("%d kills of the orphan once listed (calls %v), want 1", n, rt.Calls())
 	}

@@ -137,7 +137,7 @@ func (s *Store) Current() (*tls.Certificate, error) {
 		return nil, err
 	} else if ok {
 		s.logger.Info("Loading certificate and key", "path", s.CurrentPath())
-		return load(s.CurrentPath(), s.CurrentPath())
+		return LoadPair(s.CurrentPath(), s.CurrentPath())
 	}
 	fallbacks := [][2]string{
 		{s.certFile, s.keyFile},
@@ -157,7 +157,7 @@ func (s *Store) Current() (*tls.Certificate, error) {
 		}
 		if certOK && keyOK {
 			s.logger.Info("Loading certificate and key", "certFile", pair[0], "keyFile", pair[1])
-			return load(pair[0], pair[1])
+			return LoadPair(pair[0], pair[1])
 		}
 	}
 	return nil, &NoCertKeyError{msg: fmt.Sprintf("no certificate and key at %q, (%q, %q) or in (%q, %q)",
@@ -178,7 +178,7 @@ func (s *Store) Update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 	if err := writeSynced(path, data); err != nil {
 		return nil, err
 	}
-	pair, err := load(path, path)
+	pair, err := LoadPair(path, path)
 	if err != nil {
 		return nil, err
 	}
@@ -291,8 +291,10 @@ func exists(path string) (bool, error) {
 	return err == nil, err
 }
 
-// load reads a pair and sets its Leaf.
-func load(certFile, keyFile string) (*tls.Certificate, error) {
+// LoadPair reads a certificate and key (PEM; both may be one file) and
+// sets the pair's Leaf. The server's static serving certificate is read
+// with it too.
+func LoadPair(certFile, keyFile string) (*tls.Certificate, error) {
 	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("certificate and key (%s, %s): %w", certFile, keyFile, err)
