@@ -47,8 +47,19 @@ exec /hostpathplugin --v=5 --endpoint=unix:///plugin/dra.sock --proxy-endpoint=t
 		LogPath:  "proxy.log",
 		Mounts:   []*runtimeapi.Mount{{ContainerPath: "/plugin", HostPath: plugin}},
 	})
+	// The socket's file appears at bind, a moment before the plugin
+	// listens (a connection then is refused): wait for a connection.
 	sock := filepath.Join(plugin, "dra.sock")
-	waitFor(ctx, t, cli, ctr, func() bool { _, err := os.Stat(sock); return err == nil })
+	var client net.Conn
+	waitFor(ctx, t, cli, ctr, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return false
+		}
+		client = c
+		return true
+	})
+	defer func() { _ = client.Close() }()
 	if data, err := os.ReadFile(filepath.Join(plugin, "cdi", "spec.json")); err != nil || string(data) != "hello cdi" {
 		t.Fatalf("the file busybox wrote: %q, %v", data, err)
 	}
@@ -58,11 +69,6 @@ exec /hostpathplugin --v=5 --endpoint=unix:///plugin/dra.sock --proxy-endpoint=t
 	}
 	podIP := pst.GetStatus().GetNetwork().GetIp()
 
-	client, err := net.Dial("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = client.Close() }()
 	peer, err := net.Dial("tcp", net.JoinHostPort(podIP, "9001"))
 	if err != nil {
 		t.Fatal(err)
