@@ -25,7 +25,8 @@
 // the target), and a line "RPC CODE" in STATE/fail makes that RPC
 // fail with that gRPC code (e.g. "NodePublishVolume Internal") until the
 // line is removed; "RPC CODE VOLUME" fails that volume's calls only
-// (Process.FailVolume). With a registry dir it also serves the kubelet
+// (Process.FailVolume), and "RPC CODE VOLUME N" its first N calls
+// (Process.FailVolumeTimes). With a registry dir it also serves the kubelet
 // plugin-registration API on REGISTRY/NAME-reg.sock, as node-driver-registrar
 // does for a real driver.
 //

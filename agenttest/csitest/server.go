@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,9 +182,10 @@ func (s *Server) enter(rpc, volume, path string) error {
 	return s.injected(rpc, volume)
 }
 
-// injected returns the failure a line "RPC CODE [VOLUME]" of FailFile
-// injects into this call: one naming the rpc, and the volume if it names
-// one.
+// injected returns the failure a line "RPC CODE [VOLUME [N]]" of
+// FailFile injects into this call: one naming the rpc, and the volume if
+// it names one; with N, only while the volume has had no more than N
+// calls of rpc (CallLogFile, which has this one already).
 func (s *Server) injected(rpc, volume string) error {
 	f, err := os.Open(filepath.Join(s.cfg.StateDir, FailFile))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -199,6 +201,15 @@ func (s *Server) injected(rpc, volume string) error {
 		if len(fields) < 2 || fields[0] != rpc || (len(fields) > 2 && fields[2] != volume) {
 			continue
 		}
+		if len(fields) > 3 {
+			spent, err := s.budgetSpent(rpc, volume, fields[3])
+			if err != nil {
+				return err
+			}
+			if spent {
+				continue
+			}
+		}
 		code := codes.Internal
 		if err := code.UnmarshalJSON([]byte(`"` + strings.ToUpper(camelToSnake(fields[1])) + `"`)); err != nil {
 			code = codes.Internal
@@ -206,6 +217,26 @@ func (s *Server) injected(rpc, volume string) error {
 		return status.Errorf(code, "injected failure of %s", rpc)
 	}
 	return nil
+}
+
+// budgetSpent says whether volume has had more calls of rpc than the
+// count a fail line gives.
+func (s *Server) budgetSpent(rpc, volume, count string) (bool, error) {
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 0 {
+		return false, status.Errorf(codes.Internal, "%s: bad failure count %q", FailFile, count)
+	}
+	b, err := os.ReadFile(filepath.Join(s.cfg.StateDir, CallLogFile))
+	if err != nil {
+		return false, status.Error(codes.Internal, err.Error())
+	}
+	calls := 0
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, rpc+" "+volume+" ") {
+			calls++
+		}
+	}
+	return calls > n, nil
 }
 
 // camelToSnake turns "FailedPrecondition" into "Failed_Precondition".

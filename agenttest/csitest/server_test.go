@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +75,33 @@ func TestFailVolumeAndTimedCalls(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, FailFile)); !os.IsNotExist(err) {
 		t.Errorf("fail file after Recover: %v", err)
+	}
+}
+
+// A fail line with a count fails that many calls of the volume and no
+// more; other volumes' calls do not spend it.
+func TestFailVolumeTimes(t *testing.T) {
+	dir := t.TempDir()
+	s, err := NewServer(Config{Name: "d", NodeID: "n", StateDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{StateDir: dir}
+	if err := p.FailVolumeTimes("NodePublishVolume", "Internal", "vol-a", 2); err != nil {
+		t.Fatal(err)
+	}
+	var got []codes.Code
+	for _, vol := range []string{"vol-a", "vol-b", "vol-a", "vol-b", "vol-a", "vol-a"} {
+		got = append(got, status.Code(s.enter("NodePublishVolume", vol, "/"+vol)))
+	}
+	want := []codes.Code{codes.Internal, codes.OK, codes.Internal, codes.OK, codes.OK, codes.OK}
+	if !slices.Equal(got, want) {
+		t.Errorf("codes %v, want %v", got, want)
+	}
+	if err := p.appendFail("NodeStageVolume Internal vol-a many"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.enter("NodeStageVolume", "vol-a", "/s"); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), `bad failure count "many"`) {
+		t.Errorf("stage with a bad count: %v", err)
 	}
 }

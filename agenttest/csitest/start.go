@@ -243,6 +243,13 @@ func (p *Process) FailVolume(rpc, code, volume string) error {
 	return p.appendFail(rpc + " " + code + " " + volume)
 }
 
+// FailVolumeTimes is FailVolume for the first n calls of rpc for volume
+// only: the driver counts them itself, so a test need not race the
+// agent's next retry to recover the volume.
+func (p *Process) FailVolumeTimes(rpc, code, volume string, n int) error {
+	return p.appendFail(fmt.Sprintf("%s %s %s %d", rpc, code, volume, n))
+}
+
 func (p *Process) appendFail(line string) error {
 	f, err := os.OpenFile(filepath.Join(p.StateDir, FailFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
 	if err != nil {

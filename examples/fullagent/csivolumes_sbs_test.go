@@ -40,7 +40,8 @@ var csiVolPods = []string{"data", "ro", "eph", "inl", "fail", "failstage", "rwop
 var csiVolClaims = []string{"data", "ro", "fail", "failstage", "eph", "rwop"}
 
 // publishFailures is how many NodePublishVolume calls of the fail pod's
-// volume the driver fails before it recovers.
+// volume (and NodeStageVolume calls of the failstage pod's) the driver
+// fails before it recovers.
 const publishFailures = 5
 
 // TestCSIVolumesSideBySide runs the CSI volume scenarios of TestCSIVolumes
@@ -305,14 +306,16 @@ func volumePod(a *csiSBSAgent, kind string) *v1.Pod {
 	return p
 }
 
-// startVolumePods makes the driver fail NodePublishVolume of the fail
-// pod's volume, creates the agent's pods and returns their UIDs by kind.
+// startVolumePods makes the driver fail the first publishFailures
+// NodePublishVolume calls of the fail pod's volume and NodeStageVolume
+// calls of the failstage pod's, creates the agent's pods and returns
+// their UIDs by kind.
 func startVolumePods(t *testing.T, a *csiSBSAgent) map[string]types.UID {
 	t.Helper()
-	if err := a.drv.FailVolume("NodePublishVolume", "Internal", "volfail-"+a.name); err != nil {
+	if err := a.drv.FailVolumeTimes("NodePublishVolume", "Internal", "volfail-"+a.name, publishFailures); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.drv.FailVolume("NodeStageVolume", "Internal", "volfailstage-"+a.name); err != nil {
+	if err := a.drv.FailVolumeTimes("NodeStageVolume", "Internal", "volfailstage-"+a.name, publishFailures); err != nil {
 		t.Fatal(err)
 	}
 	uids := map[string]types.UID{}
@@ -344,12 +347,13 @@ func rpcCalls(t *testing.T, drv *csitest.Process, rpc, handle string) []time.Tim
 	return out
 }
 
-// observePublishBackoff lets each agent's driver fail the fail pod's
-// NodePublishVolume, and the failstage pod's NodeStageVolume,
+// observePublishBackoff waits for each agent's driver to fail the fail
+// pod's NodePublishVolume, and the failstage pod's NodeStageVolume,
 // publishFailures times each, noting the pod's state and FailedMount
-// events then, recovers that volume alone (its next retry comes 8 s
-// later, so each agent makes the same number of calls whatever their
-// timing) and waits for the pod to run; it returns, by agent, those and
+// events then (the agent's next retry, which succeeds, comes 8 s later;
+// the driver counts the failures itself, so the calls each agent makes
+// do not depend on how soon this poll sees them) and waits for the pod
+// to run; it returns, by agent, those and
 // the intervals between the NodePublishVolume calls of the fail volume
 // (the last the successful one), each as the back-off it shows (0.5 s
 // times a power of two).
@@ -367,9 +371,6 @@ func observePublishBackoff(t *testing.T, agents []*csiSBSAgent) map[string][]str
 				key, handle := f.kind+"-"+a.name, "vol"+f.kind+"-"+a.name
 				if noted[key] != nil || len(rpcCalls(t, a.drv, f.rpc, handle)) < publishFailures {
 					continue
-				}
-				if err := a.drv.RecoverVolume(f.rpc, handle); err != nil {
-					return false, err
 				}
 				lines, err := failingPodState(ctx, t, a, f.kind, f.note)
 				if err != nil {
