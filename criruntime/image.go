@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -17,26 +16,17 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit"
-)
-
-// A reference is [domain[:port]/]path[:tag][@algo:hex]; path components are
-// lower case. This is the grammar of the distribution reference package,
-// reduced to what decides validity.
-var (
-	refComponent = `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`
-	refDomain    = `(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
-	refRegexp    = regexp.MustCompile(`^(?:` + refDomain + `/)?` + refComponent + `(?:/` + refComponent + `)*` +
-		`(?::([\w][\w.-]{0,127}))?(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$`)
+	"github.com/nodekit/nodekit/internal/imageref"
 )
 
 // normalizeImage validates an image reference and adds the :latest tag when
 // it has neither tag nor digest, as upstream does before asking the runtime.
 func normalizeImage(image string) (string, error) {
-	m := refRegexp.FindStringSubmatch(image)
-	if m == nil {
-		return "", fmt.Errorf("invalid image name %q", image)
+	ref, err := imageref.Parse(image)
+	if err != nil {
+		return "", err
 	}
-	if m[1] == "" && m[2] == "" {
+	if ref.Tag == "" && ref.Digest == "" {
 		return image + ":latest", nil
 	}
 	return image, nil

@@ -2,10 +2,11 @@ package pullrecords
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodekit/nodekit/internal/imageref"
 )
 
 // policy is imagePullCredentialsVerificationPolicy with its allowlist.
@@ -111,30 +112,13 @@ func allowlistPattern(pattern string) (string, bool, error) {
 	return trimmed, false, nil
 }
 
-// The image reference grammar ([domain[:port]/]path[:tag][@algo:hex]),
-// reduced to what decides validity; submatches 1 and 2 are the tag and
-// the digest.
-var (
-	refComponent = `[a-z0-9]+(?:(?:[._]|__|[-]+)[a-z0-9]+)*`
-	refDomain    = `(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
-	refRegexp    = regexp.MustCompile(`^(?:` + refDomain + `/)?` + refComponent + `(?:/` + refComponent + `)*` +
-		`(?::([\w][\w.-]{0,127}))?(?:@([A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?$`)
-)
-
 // trimTagDigest is image as the pod names it without its tag and digest
 // (the key of a record's credential mapping): "busybox:1.37@sha256:..."
 // gives "busybox". The name is not qualified further.
 func trimTagDigest(image string) (string, error) {
-	m := refRegexp.FindStringSubmatch(image)
-	if m == nil {
-		return "", fmt.Errorf("invalid image name %q", image)
+	ref, err := imageref.Parse(image)
+	if err != nil {
+		return "", err
 	}
-	name := image
-	if m[2] != "" {
-		name = strings.TrimSuffix(name, "@"+m[2])
-	}
-	if m[1] != "" {
-		name = strings.TrimSuffix(name, ":"+m[1])
-	}
-	return name, nil
+	return ref.Name, nil
 }
