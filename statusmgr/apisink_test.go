@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -277,6 +278,39 @@ func TestPodStatusPatchIsMinimal(t *testing.T) {
 	}
 	if _, unchanged, _ := podStatusPatch("u1", "", &next, &next); !unchanged {
 		t.Errorf("a patch between equal statuses is not reported unchanged")
+	}
+}
+
+// The patch from the status documents is the patch from whole Pods (the
+// form upstream computes it from), byte for byte.
+func TestPodStatusPatchAsFromPods(t *testing.T) {
+	ready := runningStatus(running("c", true))
+	ready.Conditions = []v1.PodCondition{{Type: v1.PodReady, Status: v1.ConditionTrue}, {Type: v1.PodScheduled, Status: v1.ConditionTrue}}
+	ready.PodIPs, ready.PodIP, ready.HostIPs = []v1.PodIP{{IP: "10.0.0.2"}}, "10.0.0.2", []v1.HostIP{{IP: "192.0.2.1"}}
+	notReady := *ready.DeepCopy()
+	notReady.Conditions[0].Status, notReady.ContainerStatuses[0].Ready = v1.ConditionFalse, false
+	notReady.Conditions = append(notReady.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: "TerminationByKubelet"})
+	done := runningStatus(exited("c", 1))
+	done.Phase, done.Message, done.Reason = v1.PodFailed, "gone", "Evicted"
+	pairs := []struct{ old, next v1.PodStatus }{
+		{v1.PodStatus{}, ready}, {ready, notReady}, {notReady, ready}, {ready, done}, {done, done}, {ready, v1.PodStatus{}},
+	}
+	for i, p := range pairs {
+		for _, rv := range []string{"", "42"} {
+			got, _, err := podStatusPatch("u1", rv, &p.old, &p.next)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, _ := json.Marshal(v1.Pod{Status: p.old})
+			after, _ := json.Marshal(v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "u1", ResourceVersion: rv}, Status: p.next})
+			want, err := strategicpatch.CreateTwoWayMergePatch(before, after, v1.Pod{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("pair %d, resourceVersion %q: patch\n%s\nwant\n%s", i, rv, got, want)
+			}
+		}
 	}
 }
 
