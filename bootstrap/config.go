@@ -67,6 +67,11 @@ type Config struct {
 	// kubeclient.New; tests pass a fake (clientgo.Wrap of a fake
 	// clientset).
 	NewClient NewClientFunc
+	// ExitAfter is how long a Rotator's Run goes on without a valid
+	// client certificate, the API server answering, before it returns
+	// ErrNoValidCertificate. Default 5 minutes, as kubelet's exit; a
+	// negative value: never.
+	ExitAfter time.Duration
 	// OnRotate, if set, is called by a Rotator after it installed a new
 	// certificate (leaf given), once connections with the old one are
 	// closed. It must not block.
@@ -79,6 +84,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.ExitAfter == 0 {
+		c.ExitAfter = defaultExitAfter
 	}
 	if c.NewClient == nil {
 		c.NewClient = func(rc *rest.Config) (kubeclient.Interface, error) { return kubeclient.New(rc, nil) }

@@ -21,7 +21,10 @@
 // expired; failed attempts are retried after 2, 4, 8 and 16 s, then every
 // 32 s) and hands out a client config whose connections present the
 // current certificate and are closed when a new one is installed, so the
-// agent's clients follow rotations without a restart.
+// agent's clients follow rotations without a restart. As kubelet, a
+// Rotator that has had no valid certificate for five minutes
+// (Config.ExitAfter) while the API server answered its requests stops
+// with ErrNoValidCertificate, for the agent to exit and be started again.
 //
 // Requests are made with a kubeclient.Interface (Config.NewClient,
 // kubeclient.New by default), so the package does not link client-go's

@@ -123,6 +123,7 @@ func (r *Rotator) renewOnce(ctx context.Context) error {
 	}
 	name, uid, err := createCSR(ctx, client, r.cfg.Clock, csrPEM, "", clientUsages(key), key)
 	if err != nil {
+		r.noteServerError(err)
 		return err
 	}
 	waitCtx, cancel := withClockTimeout(ctx, r.cfg.Clock, renewalWaitTimeout)

@@ -50,6 +50,10 @@ type Rotator struct {
 	// force makes the first renewal immediate: no usable certificate in
 	// CertDir, or one taken over from inline data. Read by Run only.
 	force bool
+	// serverHealthy is upstream's "server healthy": set once a
+	// certificate is issued, and by each failed request as the failure
+	// says (noteServerError). Unset at first.
+	serverHealthy atomic.Bool
 
 	mu   sync.RWMutex
 	cert *tls.Certificate
@@ -188,13 +192,29 @@ func (r *Rotator) CloseConnections() { r.dialer.CloseAll() }
 // renewals are logged, counted and retried with back-off (see renew).
 // While the certificate is expired, Current is nil, handshakes go on
 // without a client certificate and renewals use the bootstrap
-// kubeconfig; unlike kubelet (which exits five minutes into that state
-// if the API server answers), Run does not end the process. Run can be
-// called once.
+// kubeconfig. As kubelet, once that has lasted Config.ExitAfter and the
+// API server is responsive, Run returns an error wrapping
+// ErrNoValidCertificate: the agent should exit, so that its supervisor
+// starts it again with fresh bootstrap credentials. Run can be called
+// once.
 func (r *Rotator) Run(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return errors.New("bootstrap: Rotator.Run called more than once")
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if r.cfg.ExitAfter > 0 {
+		go r.watchValidity(ctx, r.cfg.ExitAfter, stop)
+	}
+	r.rotate(ctx)
+	if cause := context.Cause(ctx); errors.Is(cause, ErrNoValidCertificate) {
+		return cause
+	}
+	return nil
+}
+
+// rotate renews the certificate at each deadline until ctx ends.
+func (r *Rotator) rotate(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting client certificate rotation", "certDir", r.cfg.CertDir)
 	for {
@@ -202,16 +222,16 @@ func (r *Rotator) Run(ctx context.Context) error {
 		if wait := deadline.Sub(r.cfg.Clock.Now()); wait > 0 {
 			logger.V(2).Info("Waiting for the next client certificate rotation", "deadline", deadline, "wait", wait)
 			if !clockwait.Sleep(ctx, r.cfg.Clock, wait) {
-				return nil
+				return
 			}
 		}
 		if !r.renew(ctx) {
-			return nil
+			return
 		}
 		// Upstream's loop pauses a second before it looks at the new
 		// certificate's deadline.
 		if !clockwait.Sleep(ctx, r.cfg.Clock, time.Second) {
-			return nil
+			return
 		}
 	}
 }
@@ -238,6 +258,7 @@ func (r *Rotator) install(pair *tls.Certificate) {
 	r.mu.Lock()
 	r.cert = pair
 	r.mu.Unlock()
+	r.serverHealthy.Store(true)
 	r.dialer.CloseAll()
 	r.logger.Info("Client certificate rotated; reconnecting with it", "subject", pair.Leaf.Subject.CommonName, "notAfter", pair.Leaf.NotAfter)
 	if r.cfg.OnRotate != nil {

@@ -213,11 +213,18 @@ func TestRotatorCountsRenewalErrors(t *testing.T) {
 
 // clockedSetup bootstraps testNode on clk through api, lets age pass on
 // clk, and returns a Rotator of its certificate (not running) and the
-// channel its OnRotate sends on.
+// channel its OnRotate sends on. The Rotator has no validity check
+// (Config.ExitAfter negative), so that clk has waiters only while the
+// renewal loop waits; clockedSetupExiting's has the default one.
 func clockedSetup(t *testing.T, clk *clocktesting.FakeClock, api *fakeAPI, age time.Duration) (*bootstrap.Rotator, chan *x509.Certificate) {
 	t.Helper()
+	return clockedSetupExiting(t, clk, api, age, -1)
+}
+
+func clockedSetupExiting(t *testing.T, clk *clocktesting.FakeClock, api *fakeAPI, age, exitAfter time.Duration) (*bootstrap.Rotator, chan *x509.Certificate) {
+	t.Helper()
 	cfg := setup(t, api)
-	cfg.Clock = clk
+	cfg.Clock, cfg.ExitAfter = clk, exitAfter
 	rotated := make(chan *x509.Certificate, 8)
 	cfg.OnRotate = func(leaf *x509.Certificate) { rotated <- leaf }
 	rc, err := bootstrap.LoadClientConfig(t.Context(), cfg)
