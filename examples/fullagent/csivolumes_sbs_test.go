@@ -582,22 +582,26 @@ func observeDataKept(t *testing.T, a *csiSBSAgent) []string {
 	return []string{"the data claim's next pod: " + string(p.Status.Phase)}
 }
 
-// observeDeregistered: the CSINode and the node once the driver is gone.
+// observeDeregistered: the CSINode and the node once the drivers are
+// gone. An agent takes a driver out of the CSINode object first and out
+// of the node's nodeid annotation after (the annotation goes with the
+// last driver), so this waits, up to 30 s, for both; an agent that never
+// removes the annotation shows it.
 func observeDeregistered(t *testing.T, client kubernetes.Interface, a *csiSBSAgent) []string {
 	t.Helper()
-	drivers := -1
+	drivers, annotated := -1, true
+	var zone string
 	_ = pollUntil(t, 30*time.Second, func() bool {
 		cn, err := client.StorageV1().CSINodes().Get(t.Context(), a.node, metav1.GetOptions{})
 		if err == nil {
 			drivers = len(cn.Spec.Drivers)
 		}
-		return drivers == 0
+		n, err := client.CoreV1().Nodes().Get(t.Context(), a.node, metav1.GetOptions{})
+		if err == nil {
+			_, annotated = n.Annotations[csi.NodeIDAnnotation]
+			zone = n.Labels["topology.csi.nodekit.test/zone"]
+		}
+		return drivers == 0 && !annotated
 	})
-	n, err := client.CoreV1().Nodes().Get(t.Context(), a.node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, annotated := n.Annotations[csi.NodeIDAnnotation]
-	return []string{fmt.Sprintf("driver gone: CSINode drivers=%d nodeid annotation=%v zone label=%q",
-		drivers, annotated, n.Labels["topology.csi.nodekit.test/zone"])}
+	return []string{fmt.Sprintf("driver gone: CSINode drivers=%d nodeid annotation=%v zone label=%q", drivers, annotated, zone)}
 }
