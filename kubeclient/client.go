@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 )
@@ -96,16 +95,10 @@ func restClientFor(c rest.Config, h *http.Client, gv schema.GroupVersion, s *Sch
 // Scheme is the types the client knows.
 func (c *Client) Scheme() *Scheme { return c.scheme }
 
-// objectWithMeta is what gentype asks of an object type.
-type objectWithMeta interface {
-	runtime.Object
-	metav1.Object
-}
-
 // resource is a typed client of one resource in namespace ns ("" for a
 // cluster-scoped resource or all namespaces).
-func resource[T objectWithMeta, L runtime.Object](rc *rest.RESTClient, s *Scheme, name, ns string, newT func() T, newL func() L) *gentype.ClientWithList[T, L] {
-	return gentype.NewClientWithList(name, rc, s.params, ns, newT, newL, gentype.PrefersProtobuf[T]())
+func resource[T object, L runtime.Object](rc *rest.RESTClient, s *Scheme, name, ns string, newT func() T, newL func() L) *typed[T, L] {
+	return &typed[T, L]{rc: rc, params: s.params, resource: name, ns: ns, newT: newT, newL: newL}
 }
 
 // CoreV1 is the core group.
@@ -138,10 +131,7 @@ func (g coreV1) Services(ns string) Services {
 }
 
 func (g coreV1) ServiceAccounts(ns string) ServiceAccounts {
-	return serviceAccounts{
-		ClientWithList: resource(g.c.core, g.c.scheme, "serviceaccounts", ns, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, func() *corev1.ServiceAccountList { return &corev1.ServiceAccountList{} }),
-		params:         g.c.scheme.params,
-	}
+	return serviceAccounts{resource(g.c.core, g.c.scheme, "serviceaccounts", ns, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, func() *corev1.ServiceAccountList { return &corev1.ServiceAccountList{} })}
 }
 
 func (g coreV1) PersistentVolumeClaims(ns string) PersistentVolumeClaims {
@@ -154,17 +144,14 @@ func (g coreV1) PersistentVolumes() PersistentVolumes {
 
 // serviceAccounts adds the token subresource to the typed client.
 type serviceAccounts struct {
-	*gentype.ClientWithList[*corev1.ServiceAccount, *corev1.ServiceAccountList]
-	params runtime.ParameterCodec
+	*typed[*corev1.ServiceAccount, *corev1.ServiceAccountList]
 }
 
 // CreateToken asks for a token of the service account (POST
 // serviceaccounts/NAME/token).
 func (s serviceAccounts) CreateToken(ctx context.Context, name string, tr *authenticationv1.TokenRequest, opts metav1.CreateOptions) (*authenticationv1.TokenRequest, error) {
 	out := &authenticationv1.TokenRequest{}
-	err := s.GetClient().Post().UseProtobufAsDefault().
-		Namespace(s.GetNamespace()).Resource("serviceaccounts").Name(name).SubResource("token").
-		VersionedParams(&opts, s.params).Body(tr).Do(ctx).Into(out)
+	err := s.req(s.rc.Post).Name(name).SubResource("token").VersionedParams(&opts, s.params).Body(tr).Do(ctx).Into(out)
 	return out, err
 }
 
@@ -233,7 +220,7 @@ func (c *Client) AuthenticationV1() AuthenticationV1 { return authenticationV1{c
 type authenticationV1 struct{ c *Client }
 
 func (g authenticationV1) TokenReviews() TokenReviews {
-	return gentype.NewClient("tokenreviews", g.c.authentication, g.c.scheme.params, "", func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} }, gentype.PrefersProtobuf[*authenticationv1.TokenReview]())
+	return resource[*authenticationv1.TokenReview, runtime.Object](g.c.authentication, g.c.scheme, "tokenreviews", "", func() *authenticationv1.TokenReview { return &authenticationv1.TokenReview{} }, nil)
 }
 
 // AuthorizationV1 is the authorization.k8s.io group.
@@ -242,5 +229,5 @@ func (c *Client) AuthorizationV1() AuthorizationV1 { return authorizationV1{c} }
 type authorizationV1 struct{ c *Client }
 
 func (g authorizationV1) SubjectAccessReviews() SubjectAccessReviews {
-	return gentype.NewClient("subjectaccessreviews", g.c.authorization, g.c.scheme.params, "", func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} }, gentype.PrefersProtobuf[*authorizationv1.SubjectAccessReview]())
+	return resource[*authorizationv1.SubjectAccessReview, runtime.Object](g.c.authorization, g.c.scheme, "subjectaccessreviews", "", func() *authorizationv1.SubjectAccessReview { return &authorizationv1.SubjectAccessReview{} }, nil)
 }

@@ -12,9 +12,11 @@
 // storage/v1, resource/v1, node/v1, certificates/v1, authentication/v1 and
 // authorization/v1.
 //
-// Its requests are client-go's own: each resource is a
-// k8s.io/client-go/gentype client over a rest.RESTClient per group
-// version, protobuf preferred as the clientset does, and every group
+// Its requests are client-go's own: each resource is a small typed
+// client over a rest.RESTClient per group version that builds each
+// request as client-go's generated clients do (k8s.io/client-go/gentype,
+// which is not linked: it brings client-go's apply configurations and
+// structured-merge-diff with it), protobuf preferred, and every group
 // shares one token-bucket rate limiter built from the rest.Config's QPS
 // and Burst, so an agent that moves from the clientset to a Client keeps
 // the request budget its operator configured (KubeletConfiguration

@@ -155,6 +155,37 @@ var calls = map[string]func(context.Context, kubeclient.Interface) (string, erro
 		o, err := c.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "t"}}, metav1.CreateOptions{})
 		return o.GetName(), err
 	},
+	"watch pods on a node": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		timeout := int64(300)
+		w, err := c.CoreV1().Pods("").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=n", ResourceVersion: "7", TimeoutSeconds: &timeout, AllowWatchBookmarks: true})
+		if err == nil {
+			w.Stop()
+		}
+		return "", err
+	},
+	"list pvcs with a timeout": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		timeout := int64(30)
+		l, err := c.CoreV1().PersistentVolumeClaims("ns").List(ctx, metav1.ListOptions{TimeoutSeconds: &timeout})
+		return l.GetResourceVersion(), err
+	},
+	"delete resourceslices of a node": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		return "", c.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "spec.nodeName=n"})
+	},
+	"update resourceclaim status": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		o, err := c.ResourceV1().ResourceClaims("ns").UpdateStatus(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "rc"}}, metav1.UpdateOptions{})
+		return o.GetName(), err
+	},
+	"update node": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		o, err := c.CoreV1().Nodes().Update(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, metav1.UpdateOptions{FieldManager: "m"})
+		return o.GetName(), err
+	},
+	"patch node": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		o, err := c.CoreV1().Nodes().Patch(ctx, "n", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`), metav1.PatchOptions{})
+		return o.GetName(), err
+	},
+	"delete csr": func(ctx context.Context, c kubeclient.Interface) (string, error) {
+		return "", c.CertificatesV1().CertificateSigningRequests().Delete(ctx, "csr", metav1.DeleteOptions{})
+	},
 	"create subjectaccessreview": func(ctx context.Context, c kubeclient.Interface) (string, error) {
 		o, err := c.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "u"}}, metav1.CreateOptions{})
 		return o.GetName(), err
