@@ -35,9 +35,11 @@ type agentProc struct {
 
 // startAgent writes the agent's KubeletConfiguration and starts it. Both
 // agents get the same flags and the same configuration, except for the
-// fields only the kubelet reads (kubeletconf.KubeletOnly). The ideal agent is this
+// fields only the kubelet reads (kubeletconf.KubeletOnly), and the API
+// limits of --kube-api-qps. The ideal agent is this
 // binary, started with idealCommand.
-func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cgroot.Root, pods int) (*agentProc, error) {
+func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cgroot.Root, o options) (*agentProc, error) {
+	pods := o.pods
 	logPath := filepath.Join(dir, agent+".log")
 	if agent == agentIdeal {
 		return startChild(agent, bin, []string{idealCommand, "--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
@@ -48,7 +50,7 @@ func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cg
 		return nil, err
 	}
 	cfg := filepath.Join(root, "config.yaml")
-	conf := agentConfig(root, n, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.Name)
+	conf := agentConfig(root, n, caFile, max(110, pods+10)) + fmt.Sprintf("cgroupRoot: %s\n", cg.Name) + o.apiLimits()
 	if agent == agentKubelet {
 		conf += kubeletconf.KubeletOnly(n.healthz)
 	}

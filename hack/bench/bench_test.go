@@ -239,6 +239,36 @@ func TestValidatePull(t *testing.T) {
 	}
 }
 
+func TestValidateAPILimits(t *testing.T) {
+	for _, tc := range []struct {
+		qps, burst int
+		want       string // "" for valid
+		lines      string // the config lines of a valid pair
+	}{
+		{},
+		{qps: 500, lines: "kubeAPIQPS: 500\nkubeAPIBurst: 1000\n"},
+		{qps: 500, burst: 700, lines: "kubeAPIQPS: 500\nkubeAPIBurst: 700\n"},
+		{qps: -1, want: "--kube-api-qps=-1"},
+		{burst: 10, want: "needs --kube-api-qps"},
+		{qps: 5, burst: -2, want: "--kube-api-burst=-2"},
+	} {
+		o := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull}, apiQPS: tc.qps, apiBurst: tc.burst}
+		err := o.validate()
+		if tc.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("qps %d burst %d: %v, want an error with %q", tc.qps, tc.burst, err, tc.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("qps %d burst %d: %v", tc.qps, tc.burst, err)
+		}
+		if got := o.apiLimits(); got != tc.lines {
+			t.Errorf("qps %d burst %d: config lines %q, want %q", tc.qps, tc.burst, got, tc.lines)
+		}
+	}
+}
+
 func TestBurstImages(t *testing.T) {
 	if got := burstImages(options{pullImages: 3}); len(got) != 1 || got[0] == "" || strings.HasPrefix(got[0], pullRegistry) {
 		t.Errorf("without --pull: %v, want the preloaded busybox only", got)

@@ -58,7 +58,8 @@
 // fullagent and kubelet run as child processes with the same
 // KubeletConfiguration (node name bench-node, --node-ip as above,
 // clusterDNS, maxPods = max(110, N+10), default status update
-// frequencies and API QPS, serializeImagePulls false) plus what only the
+// frequencies and API QPS unless --kube-api-qps sets them for both,
+// serializeImagePulls false) plus what only the
 // kubelet reads: failCgroupV1 false, failSwapOn false; both get a
 // cgroupRoot of their own (/nkbench-*), so neither touches another
 // kubelet's /kubepods, with either runtime.
@@ -160,6 +161,10 @@ type options struct {
 	// burstProfile is how long to profile the agent's CPU from the start
 	// of the burst (--burst-profile); 0 for no profile.
 	burstProfile time.Duration
+	// apiQPS and apiBurst, when apiQPS is above 0, are both agents'
+	// kubeAPIQPS and kubeAPIBurst (--kube-api-qps, --kube-api-burst)
+	// instead of upstream's defaults (50 and 100).
+	apiQPS, apiBurst int
 }
 
 func main() {
@@ -182,6 +187,8 @@ func main() {
 	flag.IntVar(&o.pullImages, "pull-images", 1, "with --pull: distinct repositories (same content) the pods are spread over, so this many pulls")
 	flag.BoolVar(&o.residency, "residency", false, "with --keep: write each agent's resident binary pages by package and module (pagemap; see `bench residency`) at 0 and N pods into the work directory")
 	flag.DurationVar(&o.burstProfile, "burst-profile", 0, "with --keep: profile each agent's CPU (its /debug/pprof/profile) for this long from the start of the burst into cpu-burst.pb.gz; the steady window waits for it")
+	flag.IntVar(&o.apiQPS, "kube-api-qps", 0, "both agents' kubeAPIQPS (default: upstream's, 50); the ideal agent has no limit")
+	flag.IntVar(&o.apiBurst, "kube-api-burst", 0, "with --kube-api-qps: both agents' kubeAPIBurst (default: twice the QPS)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -264,6 +271,31 @@ func run(ctx context.Context, o options) error {
 	return nil
 }
 
+// validateAPILimits checks --kube-api-qps and --kube-api-burst and fills
+// in the burst's default, twice the QPS (upstream's ratio).
+func (o *options) validateAPILimits() error {
+	switch {
+	case o.apiQPS < 0:
+		return fmt.Errorf("--kube-api-qps=%d: want 0 (upstream's default) or more", o.apiQPS)
+	case o.apiQPS == 0 && o.apiBurst != 0:
+		return fmt.Errorf("--kube-api-burst=%d needs --kube-api-qps", o.apiBurst)
+	case o.apiBurst < 0:
+		return fmt.Errorf("--kube-api-burst=%d: want more than 0", o.apiBurst)
+	case o.apiQPS > 0 && o.apiBurst == 0:
+		o.apiBurst = 2 * o.apiQPS
+	}
+	return nil
+}
+
+// apiLimits is the KubeletConfiguration lines of --kube-api-qps and
+// --kube-api-burst, "" for upstream's defaults.
+func (o *options) apiLimits() string {
+	if o.apiQPS == 0 {
+		return ""
+	}
+	return fmt.Sprintf("kubeAPIQPS: %d\nkubeAPIBurst: %d\n", o.apiQPS, o.apiBurst)
+}
+
 func (o *options) validate() error {
 	if o.runtime != runtimeContainerd && o.runtime != runtimeFake {
 		return fmt.Errorf("--runtime=%q: want containerd or fake", o.runtime)
@@ -283,6 +315,9 @@ func (o *options) validate() error {
 		return errors.New("--agents is empty: want any of fullagent, kubelet and ideal")
 	}
 	if err := o.validatePull(); err != nil {
+		return err
+	}
+	if err := o.validateAPILimits(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}

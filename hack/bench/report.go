@@ -107,6 +107,9 @@ func printReport(w io.Writer, m machine, o options, kubeletVersion string, resul
 	if len(builds) > 0 {
 		fmt.Fprintf(w, "Builds: %s\n", strings.Join(builds, "; "))
 	}
+	if o.apiQPS > 0 {
+		fmt.Fprintf(w, "API limits: kubeAPIQPS %d, kubeAPIBurst %d for fullagent and kubelet (not upstream's defaults, 50 and 100)\n", o.apiQPS, o.apiBurst)
+	}
 	fmt.Fprintln(w)
 
 	header := []string{"figure"}

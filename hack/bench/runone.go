@@ -117,7 +117,7 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	a, err := startAgent(agent, bin, dir, kubeconfig, cp.CAFile, node, cg, o.pods)
+	a, err := startAgent(agent, bin, dir, kubeconfig, cp.CAFile, node, cg, o)
 	if err != nil {
 		return nil, err
 	}
