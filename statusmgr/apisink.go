@@ -15,11 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/klog/v2"
 
 	"github.com/nodekit/nodekit"
 	"github.com/nodekit/nodekit/internal/podstatus"
+	"github.com/nodekit/nodekit/internal/smpatch"
 )
 
 // APISink is the nodekit.StatusSink of a node in a cluster: it patches
@@ -349,7 +349,7 @@ func podStatusPatch(uid types.UID, resourceVersion string, old, next *v1.PodStat
 	if err != nil {
 		return nil, false, fmt.Errorf("encode new status: %w", err)
 	}
-	patch, err = strategicpatch.CreateTwoWayMergePatch(before, after, v1.Pod{})
+	patch, err = smpatch.TwoWay(before, after, v1.Pod{})
 	if err != nil {
 		return nil, false, fmt.Errorf("compute status patch: %w", err)
 	}

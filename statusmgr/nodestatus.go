@@ -16,8 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/klog/v2"
+
+	"github.com/nodekit/nodekit/internal/smpatch"
 )
 
 // setStatus computes node's status in place from the machine, the
@@ -249,7 +250,7 @@ func nodeStatusPatch(old, cur *v1.Node) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode node: %w", err)
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(before, after, v1.Node{})
+	patch, err := smpatch.TwoWay(before, after, v1.Node{})
 	if err != nil {
 		return nil, fmt.Errorf("compute node patch: %w", err)
 	}

@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/nodekit/nodekit/internal/smpatch"
 )
 
 // Event reasons of online expansion, as upstream's.
@@ -177,7 +178,7 @@ func (p *Plugin) patchClaimStatus(ctx context.Context, old, updated *v1.Persiste
 	if err != nil {
 		return old, err
 	}
-	patch, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, old)
+	patch, err := smpatch.TwoWay(oldData, newData, old)
 	if err != nil {
 		return old, fmt.Errorf("failed to create 2 way merge patch: %w", err)
 	}
