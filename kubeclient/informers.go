@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
+
+	"github.com/nodekit/nodekit/events"
 )
 
 // listWatcher is the part of a Resource an informer needs.
@@ -41,12 +42,12 @@ func ListWatch[L runtime.Object](client any, r listWatcher[L], tweak func(*metav
 	}, client)
 }
 
-// EventSink is where an event recorder (client-go's record.Broadcaster)
-// writes: each event created, updated or patched in its own namespace.
+// EventSink is where an event recorder (an events.Broadcaster, or
+// client-go's record.Broadcaster: the method sets are the same) writes: each event created, updated or patched in its own namespace.
 // Requests run under ctx's values but are never cancelled with it, so the
 // events of an agent's shutdown still reach the API server (client-go's
 // own sink sends them with no deadline either).
-func EventSink(ctx context.Context, c Interface) record.EventSink {
+func EventSink(ctx context.Context, c Interface) events.Sink {
 	return eventSink{ctx: context.WithoutCancel(ctx), c: c}
 }
 

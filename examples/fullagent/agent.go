@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/tracing"
 	"k8s.io/klog/v2"
@@ -30,6 +29,7 @@ import (
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/devicemgr"
 	"github.com/nodekit/nodekit/dra"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
@@ -73,7 +73,7 @@ type agent struct {
 	node          *statusmgr.NodeReporter
 	lease         *statusmgr.Heartbeat
 	nodeInformer  cache.SharedIndexInformer // this node's Node
-	events        record.EventBroadcaster
+	events        *events.Broadcaster
 	// checkpoint wraps the API source: it keeps the objects pods use
 	// through outages, and persists them with --pod-checkpoint.
 	checkpoint *podconfig.CheckpointSource
@@ -145,7 +145,7 @@ func newAgent(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfig
 // builds the agent's metrics and, with --kubeconfig, its API clients. It
 // returns the agent and the event recorder every later part reports to (a
 // fake one when standalone).
-func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, record.EventRecorder, error) {
+func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletConfiguration, gates featuregate.FeatureGate) (*agent, *events.Recorder, error) {
 	logger := klog.FromContext(ctx)
 	nodeName, err := nodeNameOf(o.hostnameOverride)
 	if err != nil {
@@ -181,7 +181,13 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 			return nil, nil, err
 		}
 		logger.Info("No --kubeconfig: running standalone, static pods only")
-		return a, &record.FakeRecorder{}, nil
+		// As kubelet without an API server: events are logged, not sent.
+		sch, err := kubeclient.NewScheme()
+		if err != nil {
+			return nil, nil, err
+		}
+		a.events = events.NewBroadcaster(ctx, nil)
+		return a, a.events.NewRecorder(sch.Runtime(), v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil
 	}
 	recorder, err := a.connect(ctx, o)
 	if err != nil {
@@ -192,7 +198,7 @@ func newAgentBase(ctx context.Context, o *options, cfg *kubeletv1beta1.KubeletCo
 
 // connect builds the API client (--kubeconfig, kubeAPIQPS/Burst) and the
 // event broadcaster with its own client, and returns the recorder.
-func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, error) {
+func (a *agent) connect(ctx context.Context, o *options) (*events.Recorder, error) {
 	cfg := a.cfg
 	rc, err := a.clientConfig(ctx, o)
 	if err != nil {
@@ -218,13 +224,12 @@ func (a *agent) connect(ctx context.Context, o *options) (record.EventRecorder, 
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
-	events, err := kubeclient.New(ec, sch)
+	eventClient, err := kubeclient.New(ec, sch)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig: %w", err)
 	}
 	a.client = cs
-	a.events = record.NewBroadcaster(record.WithContext(ctx))
-	a.events.StartRecordingToSink(kubeclient.EventSink(ctx, events))
+	a.events = events.NewBroadcaster(ctx, kubeclient.EventSink(ctx, eventClient))
 	return a.events.NewRecorder(sch.Runtime(), v1.EventSource{Component: "kubelet", Host: a.nodeName}), nil
 }
 

@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/stats"
 	"github.com/nodekit/nodekit/volumemgr"
 	"github.com/nodekit/nodekit/volumemgr/csi"
@@ -25,7 +25,7 @@ type csiParts struct {
 
 // newCSI builds the CSI parts over the agent's client; recorder gets the
 // online-expansion events.
-func (a *agent) newCSI(rootDir string, recorder record.EventRecorder) (*csiParts, error) {
+func (a *agent) newCSI(rootDir string, recorder *events.Recorder) (*csiParts, error) {
 	if a.client == nil {
 		return nil, nil
 	}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	nodev1listers "k8s.io/client-go/listers/node/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/featuregate"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -25,6 +24,7 @@ import (
 	"github.com/nodekit/nodekit/credentialprovider"
 	"github.com/nodekit/nodekit/criruntime"
 	"github.com/nodekit/nodekit/criruntime/userns"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/logs"
 	"github.com/nodekit/nodekit/pleg"
@@ -49,7 +49,7 @@ import (
 // newRuntimeSide builds the CRI runtime (and its image service), settles
 // the cgroup driver, the container log rotation and the PLEG, and returns
 // the pod cache the PLEG fills.
-func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder record.EventRecorder) (*pleg.Cache, error) {
+func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder *events.Recorder) (*pleg.Cache, error) {
 	cfg := a.cfg
 	// The user-namespace ID range, as kubelet: the kubelet user's
 	// subordinate IDs (getsubids) or the default; New checks it.
@@ -200,7 +200,7 @@ func (s clientServiceAccounts) CreateToken(ctx context.Context, namespace, name 
 
 // newSources builds the pod sources (static pod path, static pod URL, the
 // API server through its checkpoint) and the merger over them.
-func (a *agent) newSources(o *options, recorder record.EventRecorder) error {
+func (a *agent) newSources(o *options, recorder *events.Recorder) error {
 	cfg := a.cfg
 	var sources []nodekit.Source
 	clk := clock.RealClock{}
@@ -258,7 +258,7 @@ type host struct {
 // newHost reads the machine and builds the node-level parts pods run in:
 // the pod cgroups, the SystemOOM watcher, the runtime classes and the
 // node admission reads.
-func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRecorder) (host, error) {
+func (a *agent) newHost(ctx context.Context, o *options, recorder *events.Recorder) (host, error) {
 	h := host{nodeIPs: []string{}, machine: statusmgr.HostMachine{RootDir: o.rootDir}}
 	if o.nodeIP != "" {
 		h.nodeIPs = append(h.nodeIPs, o.nodeIP)
@@ -288,7 +288,7 @@ func (a *agent) newHost(ctx context.Context, o *options, recorder record.EventRe
 
 // systemOOMEvents records a SystemOOM warning on the node for an OOM kill
 // of the whole machine (not a container's own limit).
-func systemOOMEvents(recorder record.EventRecorder, nodeName string) func(oomwatch.Event) {
+func systemOOMEvents(recorder *events.Recorder, nodeName string) func(oomwatch.Event) {
 	nodeRef := &v1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
 	return func(ev oomwatch.Event) {
 		if ev.VictimCgroup != "/" {
@@ -305,7 +305,7 @@ func systemOOMEvents(recorder record.EventRecorder, nodeName string) func(oomwat
 // newPodOptions builds the resolver of pods' environment and DNS and the
 // volume manager, and returns the builder of the CRI sandbox and
 // container options.
-func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host) (*podopts.Builder, error) {
+func (a *agent) newPodOptions(o *options, recorder *events.Recorder, h host) (*podopts.Builder, error) {
 	cfg := a.cfg
 	env := podopts.NewResolver(podopts.Config{NodeIPs: h.nodeIPs, NodeAllocatable: h.allocatable, Events: recorder})
 	if a.client != nil {
@@ -343,7 +343,7 @@ func (a *agent) newPodOptions(o *options, recorder record.EventRecorder, h host)
 
 // newProbes builds the probe manager and returns the lifecycle hook
 // runner.
-func (a *agent) newProbes(recorder record.EventRecorder) (*probes.HookRunner, error) {
+func (a *agent) newProbes(recorder *events.Recorder) (*probes.HookRunner, error) {
 	var err error
 	a.probes, err = probes.NewManager(probes.Config{Status: a.status, Execer: a.runtime, Recorder: recorder, Metrics: a.metrics.probes})
 	if err != nil {
@@ -368,7 +368,7 @@ func (a *agent) newProbeRelay() *probes.Relay {
 // parts pods run in, their options and volumes, the probes, the admission
 // policies and the loop over them all. It returns what it learnt of the
 // node, for the node side.
-func (a *agent) newPodSide(ctx context.Context, o *options, recorder record.EventRecorder, cache *pleg.Cache) (host, error) {
+func (a *agent) newPodSide(ctx context.Context, o *options, recorder *events.Recorder, cache *pleg.Cache) (host, error) {
 	if err := a.newSources(o, recorder); err != nil {
 		return host{}, err
 	}
@@ -465,7 +465,7 @@ func (a *agent) sandboxOptions(builder *podopts.Builder) func(context.Context, *
 // predicates (CPU, memory and topology; node shutdown; device plugins)
 // and returns the admission chain in upstream's order
 // (admission.DefaultChain).
-func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder, node admission.NodeGetter) ([]nodekit.Admitter, error) {
+func (a *agent) newAdmitters(ctx context.Context, recorder *events.Recorder, node admission.NodeGetter) ([]nodekit.Admitter, error) {
 	var err error
 	// The loop is built after: the managers read its view through the
 	// pod store.
@@ -511,7 +511,7 @@ func (a *agent) newAdmitters(ctx context.Context, recorder record.EventRecorder,
 // newReclaimSide builds stats and reclaim (container and image GC,
 // eviction) on the pod side, before the admission chain the eviction
 // manager is part of.
-func (a *agent) newReclaimSide(ctx context.Context, o *options, recorder record.EventRecorder) error {
+func (a *agent) newReclaimSide(ctx context.Context, o *options, recorder *events.Recorder) error {
 	var err error
 	// Every volume of the agent's pods is measured every
 	// volumeStatsAggPeriod (0: none, as upstream).

@@ -7,11 +7,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
 	"github.com/nodekit/nodekit/criruntime"
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/eviction"
 	"github.com/nodekit/nodekit/gc"
 	"github.com/nodekit/nodekit/pullrecords"
@@ -49,7 +49,7 @@ func evictionThresholds(cfg *kubeletv1beta1.KubeletConfiguration) ([]eviction.Th
 // newReclaim wires garbage collection and eviction to the runtime, the
 // stats provider and the loop's pod store (through which the loop kills
 // evicted pods and says what of a pod may be removed).
-func (a *agent) newReclaim(ctx context.Context, o *options, recorder record.EventRecorder) (*reclaim, error) {
+func (a *agent) newReclaim(ctx context.Context, o *options, recorder *events.Recorder) (*reclaim, error) {
 	cfg := a.cfg
 	pods := a.pods
 	r := &reclaim{}

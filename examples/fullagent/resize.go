@@ -6,11 +6,11 @@ import (
 	"path/filepath"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/nodekit/nodekit/admission"
 	"github.com/nodekit/nodekit/allocation"
 	"github.com/nodekit/nodekit/cgroupmgr"
+	"github.com/nodekit/nodekit/events"
 )
 
 // newResizer builds in-place pod resize: allocations checkpointed in the
@@ -23,7 +23,7 @@ import (
 // with upstream's Resize* events on the pod and its
 // resize metrics (the requested resizes counted from the loop's pod
 // updates).
-func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder record.EventRecorder) (*allocation.Manager, error) {
+func (a *agent) newResizer(rootDir string, node admission.NodeGetter, recorder *events.Recorder) (*allocation.Manager, error) {
 	cfg := allocation.Config{
 		Recorder:   recorder,
 		RootDir:    filepath.Clean(rootDir),

@@ -12,10 +12,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 
+	"github.com/nodekit/nodekit/events"
 	"github.com/nodekit/nodekit/shutdown"
 	"github.com/nodekit/nodekit/shutdown/logind"
 	"github.com/nodekit/nodekit/syncloop"
@@ -25,7 +25,7 @@ import (
 // shutdownGracePeriod, shutdownGracePeriodCriticalPods and
 // shutdownGracePeriodByPodPriority (off when none is set, as upstream).
 // pods is the loop's pod store, which lists and kills the loop's pods.
-func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder record.EventRecorder, pods *syncloop.PodStore) (*shutdown.Manager, error) {
+func (a *agent) newShutdown(cfg *kubeletv1beta1.KubeletConfiguration, recorder *events.Recorder, pods *syncloop.PodStore) (*shutdown.Manager, error) {
 	groups, err := shutdown.Groups(shutdown.GracePeriodConfig{
 		ShutdownGracePeriod:              cfg.ShutdownGracePeriod.Duration,
 		ShutdownGracePeriodCriticalPods:  cfg.ShutdownGracePeriodCriticalPods.Duration,
