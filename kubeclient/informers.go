@@ -43,7 +43,8 @@ func ListWatch[L runtime.Object](client any, r listWatcher[L], tweak func(*metav
 }
 
 // EventSink is where an event recorder (an events.Broadcaster, or
-// client-go's record.Broadcaster: the method sets are the same) writes: each event created, updated or patched in its own namespace.
+// client-go's record.Broadcaster: the method sets are the same) writes:
+// each event created, updated or patched in its own namespace.
 // Requests run under ctx's values but are never cancelled with it, so the
 // events of an agent's shutdown still reach the API server (client-go's
 // own sink sends them with no deadline either).

@@ -196,8 +196,9 @@ func chargeBlockIO(t *testing.T, cgRoot, dir string) bool {
 // families (container_fs_reads*, container_fs_writes*,
 // container_blkio_device_usage_total). Both agents serve them when the
 // sandbox's cgroup has block I/O counters, and whether the pause process
-// was charged any I/O (a read of its binary that missed the page cache)
-// differs between the two pods from run to run: once, on containerd 2,
+// was charged any I/O (likely a read of its binary that missed the page
+// cache; not checked) differs between the two pods from run to run: once,
+// on containerd 2,
 // fullagent's pod's sandbox had counters and kubelet's had none. The
 // container's block I/O, which the pod's dd makes certain, is compared.
 func dropSandboxBlockIO(kinds map[string]map[string]bool) {
