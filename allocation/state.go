@@ -73,23 +73,52 @@ type checkpointFile struct {
 }
 
 // Store is one checkpointed map of pod UID to PodResources. Every change
-// is written to disk before the call returns. It is safe for concurrent
-// use.
+// is on disk before the call that made it returns. It is safe for
+// concurrent use.
+//
+// Changes made at once share their writes (group commit): while one
+// checkpoint is written, the changes that arrive meanwhile wait, and the
+// first of them writes one checkpoint holding them all; the others find
+// their change already written. A pod worker's Set used to hold the
+// store's lock through its own write and fsync, so a burst of pod starts
+// wrote the file, fsync included, once per pod, one pod at a time. A
+// change is visible to Get as soon as it is made, before it is on disk;
+// one whose write fails is undone (unless changed again since) before the
+// next write, and its caller gets the error.
 type Store struct {
 	path   string
 	noSync bool
-	mu     sync.Mutex
-	pods   map[types.UID]PodResources
+	// write replaces the file at path with data (fsutil.WriteFileAtomic;
+	// tests hold or fail writes through it).
+	write func(path string, data []byte) error
+
+	// mu guards the records and what is kept about their changes; it is
+	// never held across a write.
+	mu   sync.Mutex
+	pods map[types.UID]PodResources
 	// encoded holds each pod's JSON member ("uid":record), made when the
 	// record is first written, so a write encodes only what changed (see
 	// encodeEntries).
 	encoded map[types.UID][]byte
+	// seq numbers the changes; last is the number of each pod's latest
+	// change, kept until that change is on disk.
+	seq  uint64
+	last map[types.UID]uint64
+
+	// wmu is held while a checkpoint is written and while a failed
+	// change is undone; written, guarded by it, is the number of the
+	// latest change the file holds.
+	wmu     sync.Mutex
+	written uint64
 }
 
 // OpenStore reads the checkpoint named file under dir (a missing file is
 // an empty store). An empty dir keeps the store in memory only.
 func OpenStore(dir, file string) (*Store, error) {
-	s := &Store{pods: map[types.UID]PodResources{}, encoded: map[types.UID][]byte{}}
+	s := &Store{pods: map[types.UID]PodResources{}, encoded: map[types.UID][]byte{}, last: map[types.UID]uint64{}}
+	s.write = func(path string, data []byte) error {
+		return fsutil.WriteFileAtomic(path, data, 0o600, fsutil.NoSync(s.noSync))
+	}
 	if dir == "" {
 		return s, nil
 	}
@@ -132,22 +161,11 @@ func (s *Store) Get(uid types.UID) (PodResources, bool) {
 // Set records the pod's resources and writes the checkpoint.
 func (s *Store) Set(uid types.UID, p PodResources) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	old, had := s.pods[uid]
+	before := s.changeLocked(uid)
 	s.pods[uid] = p.DeepCopy()
-	delete(s.encoded, uid)
-	if err := s.writeLocked(); err != nil {
-		// The failed write may have cached the new record's member: drop
-		// it; the old one is encoded again on the next write.
-		delete(s.encoded, uid)
-		if had {
-			s.pods[uid] = old
-		} else {
-			delete(s.pods, uid)
-		}
-		return err
-	}
-	return nil
+	n := s.seq
+	s.mu.Unlock()
+	return s.commit(n, []priorRecord{before})
 }
 
 // SetContainer records one container's resources of a pod already known.
@@ -173,49 +191,127 @@ func (s *Store) SetPodLevel(uid types.UID, r *v1.ResourceRequirements) error {
 // Remove forgets the pod.
 func (s *Store) Remove(uid types.UID) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.pods[uid]; !ok {
+		s.mu.Unlock()
 		return nil
 	}
+	before := s.changeLocked(uid)
 	delete(s.pods, uid)
-	delete(s.encoded, uid)
-	return s.writeLocked()
+	n := s.seq
+	s.mu.Unlock()
+	return s.commit(n, []priorRecord{before})
 }
 
 // RemoveOrphans forgets every pod not in keep.
 func (s *Store) RemoveOrphans(keep map[types.UID]bool) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed := false
+	var before []priorRecord
 	for uid := range s.pods {
 		if !keep[uid] {
+			before = append(before, s.changeLocked(uid))
 			delete(s.pods, uid)
-			delete(s.encoded, uid)
-			changed = true
 		}
 	}
-	if !changed {
+	n := s.seq
+	s.mu.Unlock()
+	if len(before) == 0 {
 		return nil
 	}
-	return s.writeLocked()
+	return s.commit(n, before)
 }
 
-func (s *Store) writeLocked() error {
-	if s.path == "" {
+// priorRecord is a pod's record as it was before a change (had false:
+// none), and the number of that change, to undo it if its write fails.
+type priorRecord struct {
+	uid    types.UID
+	rec    PodResources
+	had    bool
+	change uint64
+}
+
+// changeLocked numbers a change of the pod's record about to be made
+// (s.seq is then its number) and returns the record as it was.
+func (s *Store) changeLocked(uid types.UID) priorRecord {
+	s.seq++
+	s.last[uid] = s.seq
+	delete(s.encoded, uid)
+	rec, had := s.pods[uid]
+	return priorRecord{uid: uid, rec: rec, had: had, change: s.seq}
+}
+
+// commit returns once the file holds change n (nil) or the write that was
+// to hold it failed; then the changes listed in undo are undone, unless
+// their pod changed again since, and the write's error is returned.
+func (s *Store) commit(n uint64, undo []priorRecord) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.written >= n {
 		return nil
 	}
+	err := s.writeLocked()
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range undo {
+		if s.last[p.uid] != p.change {
+			continue
+		}
+		delete(s.last, p.uid)
+		// The failed write may have cached the new record's member: drop
+		// it; the old one is encoded again on the next write.
+		delete(s.encoded, p.uid)
+		if p.had {
+			s.pods[p.uid] = p.rec
+		} else {
+			delete(s.pods, p.uid)
+		}
+	}
+	return err
+}
+
+// writeLocked writes the records as they are now and, once they are on
+// disk, marks every change made so far written. The caller holds s.wmu.
+func (s *Store) writeLocked() error {
+	s.mu.Lock()
+	n := s.seq
+	var out []byte
+	var err error
+	if s.path != "" {
+		out, err = s.encodeFileLocked()
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.path != "" {
+		if err := s.write(s.path, out); err != nil {
+			return fmt.Errorf("allocation: write %s: %w", s.path, err)
+		}
+	}
+	s.written = n
+	s.mu.Lock()
+	for uid, c := range s.last {
+		if c <= n {
+			delete(s.last, uid)
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// encodeFileLocked returns the checkpoint file's bytes for the records.
+func (s *Store) encodeFileLocked() ([]byte, error) {
 	data, err := s.encodeEntries()
 	if err != nil {
-		return fmt.Errorf("allocation: encode %s: %w", s.path, err)
+		return nil, fmt.Errorf("allocation: encode %s: %w", s.path, err)
 	}
 	out, err := json.Marshal(checkpointFile{Data: data, Checksum: ckpt.Checksum(data)})
 	if err != nil {
-		return fmt.Errorf("allocation: encode %s: %w", s.path, err)
+		return nil, fmt.Errorf("allocation: encode %s: %w", s.path, err)
 	}
-	if err := fsutil.WriteFileAtomic(s.path, out, 0o600, fsutil.NoSync(s.noSync)); err != nil {
-		return fmt.Errorf("allocation: write %s: %w", s.path, err)
-	}
-	return nil
+	return out, nil
 }
 
 // encodeEntries returns what json.Marshal(checkpointInfo{Entries: s.pods})

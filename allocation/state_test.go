@@ -3,9 +3,13 @@ package allocation
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -148,5 +152,137 @@ func TestStoreFailedWriteKeepsTheOldRecord(t *testing.T) {
 	want, _ := json.Marshal(checkpointInfo{Entries: r.pods})
 	if f.Data != string(want) {
 		t.Fatalf("data after the failed write\n%s\nwant\n%s", f.Data, want)
+	}
+}
+
+// heldWrites makes s's writes wait for release and fail as fail says (by
+// the write's number, from 1); writes counts them.
+type heldWrites struct {
+	release chan struct{}
+	fail    func(n int) bool
+	mu      sync.Mutex
+	writes  int
+}
+
+func holdWrites(s *Store, fail func(int) bool) *heldWrites {
+	h := &heldWrites{release: make(chan struct{}), fail: fail}
+	write := s.write
+	s.write = func(path string, data []byte) error {
+		h.mu.Lock()
+		h.writes++
+		n := h.writes
+		h.mu.Unlock()
+		if n == 1 {
+			<-h.release
+		}
+		if h.fail(n) {
+			return errors.New("injected write failure")
+		}
+		return write(path, data)
+	}
+	return h
+}
+
+// setsDuringAHeldWrite sets pod "first", holds its write until ten more
+// Sets have made their changes, then releases it, and returns the ten's
+// errors by UID.
+func setsDuringAHeldWrite(t *testing.T, s *Store, h *heldWrites) map[types.UID]error {
+	t.Helper()
+	rec := PodResources{ContainerResources: map[string]v1.ResourceRequirements{"app": {}}}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- s.Set("first", rec) }()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	errs := map[types.UID]error{}
+	waitFor := func(seq uint64) {
+		for {
+			s.mu.Lock()
+			n := s.seq
+			s.mu.Unlock()
+			if n >= seq {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitFor(1)
+	for i := range 10 {
+		uid := types.UID(fmt.Sprintf("pod-%d", i))
+		wg.Go(func() {
+			err := s.Set(uid, rec)
+			mu.Lock()
+			errs[uid] = err
+			mu.Unlock()
+		})
+	}
+	waitFor(11)
+	close(h.release)
+	if err := <-firstDone; err != nil {
+		t.Fatalf("first Set: %v", err)
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestStoreChangesMadeAtOnceShareAWrite: ten Sets made while a write is
+// under way are on disk after one more write, not ten.
+func TestStoreChangesMadeAtOnceShareAWrite(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, AllocatedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := holdWrites(s, func(int) bool { return false })
+	for uid, err := range setsDuringAHeldWrite(t, s, h) {
+		if err != nil {
+			t.Errorf("Set %s: %v", uid, err)
+		}
+	}
+	if h.writes != 2 {
+		t.Errorf("%d writes for 11 changes, 10 of them made during the first write; want 2", h.writes)
+	}
+	r, err := OpenStore(dir, AllocatedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.pods) != 11 {
+		t.Errorf("the file holds %d records, want 11", len(r.pods))
+	}
+}
+
+// TestStoreFailedSharedWriteUndoesOnlyItsCaller: when the write the
+// waiting changes share fails, the change of the Set that wrote it is
+// undone and that Set fails; the other nine write again and succeed.
+func TestStoreFailedSharedWriteUndoesOnlyItsCaller(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, AllocatedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := holdWrites(s, func(n int) bool { return n == 2 })
+	var failed []types.UID
+	for uid, err := range setsDuringAHeldWrite(t, s, h) {
+		if err != nil {
+			failed = append(failed, uid)
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("Sets failed: %v, want exactly one (the one whose write failed)", failed)
+	}
+	if _, ok := s.Get(failed[0]); ok {
+		t.Errorf("%s's failed change is still recorded", failed[0])
+	}
+	if h.writes != 3 {
+		t.Errorf("%d writes, want 3 (held, failed, the nine others')", h.writes)
+	}
+	r, err := OpenStore(dir, AllocatedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.pods) != 10 {
+		t.Errorf("the file holds %d records, want 10 (first and the nine)", len(r.pods))
+	}
+	if _, ok := r.pods[failed[0]]; ok {
+		t.Errorf("the file holds %s, whose Set failed", failed[0])
 	}
 }

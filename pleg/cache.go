@@ -2,6 +2,7 @@ package pleg
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +20,19 @@ type Cache struct {
 	// global is a time before which every pod's entry is known to be
 	// current: the start of the last complete relist.
 	global time.Time
-	// changed is closed and replaced whenever anything is set.
-	changed chan struct{}
+	// waiting holds, by pod, the GetNewerThan calls that wait. A Set
+	// wakes only its pod's, and UpdateTime only those its time satisfies:
+	// with every pod's worker waiting on the cache, waking them all at
+	// each Set made a burst of N pod starts wake N goroutines N times.
+	waiting map[types.UID][]*waiter
+}
+
+// waiter is one GetNewerThan call waiting for an entry read after min;
+// ready is closed (and the waiter dropped from Cache.waiting) when there
+// is one.
+type waiter struct {
+	min   time.Time
+	ready chan struct{}
 }
 
 type cacheEntry struct {
@@ -31,7 +43,7 @@ type cacheEntry struct {
 
 // NewCache returns an empty cache.
 func NewCache() *Cache {
-	return &Cache{pods: map[types.UID]cacheEntry{}, changed: make(chan struct{})}
+	return &Cache{pods: map[types.UID]cacheEntry{}, waiting: map[types.UID][]*waiter{}}
 }
 
 // Get returns the newest status of a pod, or an empty status (and no error)
@@ -55,22 +67,39 @@ func (c *Cache) getLocked(uid types.UID) (*nodekit.PodStatus, error) {
 // min — either the pod's own entry or a whole relist that started after min
 // — and returns it. It returns ctx.Err() when ctx ends first.
 func (c *Cache) GetNewerThan(ctx context.Context, uid types.UID, min time.Time) (*nodekit.PodStatus, error) {
-	for {
-		c.mu.Lock()
-		e, ok := c.pods[uid]
-		if (ok && e.modified.After(min)) || c.global.After(min) {
-			st, err := c.getLocked(uid)
-			c.mu.Unlock()
-			return st, err
-		}
-		ch := c.changed
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for !c.newerLocked(uid, min) {
+		w := &waiter{min: min, ready: make(chan struct{})}
+		c.waiting[uid] = append(c.waiting[uid], w)
 		c.mu.Unlock()
 		select {
-		case <-ch:
+		case <-w.ready:
+			c.mu.Lock()
 		case <-ctx.Done():
+			c.mu.Lock()
+			c.dropLocked(uid, w)
 			return nil, ctx.Err()
 		}
 	}
+	return c.getLocked(uid)
+}
+
+// newerLocked reports whether the cache holds a status of the pod read
+// after min: its own entry, or a whole relist that started after min.
+func (c *Cache) newerLocked(uid types.UID, min time.Time) bool {
+	e, ok := c.pods[uid]
+	return (ok && e.modified.After(min)) || c.global.After(min)
+}
+
+// dropLocked forgets w, which no longer waits.
+func (c *Cache) dropLocked(uid types.UID, w *waiter) {
+	ws := slices.DeleteFunc(c.waiting[uid], func(o *waiter) bool { return o == w })
+	if len(ws) == 0 {
+		delete(c.waiting, uid)
+		return
+	}
+	c.waiting[uid] = ws
 }
 
 // Set records the status (or the error reading it) of a pod, read at t. An
@@ -82,7 +111,7 @@ func (c *Cache) Set(uid types.UID, status *nodekit.PodStatus, err error, t time.
 		return
 	}
 	c.pods[uid] = cacheEntry{status: status, err: err, modified: t}
-	c.notifyLocked()
+	c.wakeLocked(uid)
 }
 
 // Delete forgets a pod.
@@ -99,11 +128,24 @@ func (c *Cache) UpdateTime(t time.Time) {
 	defer c.mu.Unlock()
 	if t.After(c.global) {
 		c.global = t
-		c.notifyLocked()
+		for uid := range c.waiting {
+			c.wakeLocked(uid)
+		}
 	}
 }
 
-func (c *Cache) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
+// wakeLocked wakes the pod's waiters that the cache now satisfies.
+func (c *Cache) wakeLocked(uid types.UID) {
+	ws := slices.DeleteFunc(c.waiting[uid], func(w *waiter) bool {
+		if !c.newerLocked(uid, w.min) {
+			return false
+		}
+		close(w.ready)
+		return true
+	})
+	if len(ws) == 0 {
+		delete(c.waiting, uid)
+		return
+	}
+	c.waiting[uid] = ws
 }

@@ -105,8 +105,10 @@ type Manager struct {
 	// directories.
 	podRetry   map[types.UID]time.Time
 	podBackoff map[types.UID]time.Duration
-	// changed is closed and replaced whenever the actual state changes.
-	changed chan struct{}
+	// waiting holds, by pod, what the callers waiting on that pod's
+	// actual state wait for: a change of it wakes only them, not every
+	// pod's worker (all of a burst's pods wait here at once).
+	waiting map[types.UID]*podWaiters
 	wake    chan struct{}
 	// reportedInUse: the attachable volumes the node's status lists in
 	// volumesInUse (MarkVolumesAsReportedInUse; inuse.go).
@@ -202,7 +204,7 @@ func New(cfg Config) (*Manager, error) {
 		desired: map[types.UID]*desiredPod{}, actual: map[types.UID]*actualPod{},
 		released: map[types.UID]bool{},
 		podRetry: map[types.UID]time.Time{}, podBackoff: map[types.UID]time.Duration{},
-		changed: make(chan struct{}), wake: make(chan struct{}, 1),
+		waiting: map[types.UID]*podWaiters{}, wake: make(chan struct{}, 1),
 	}
 	if cfg.Tokens != nil {
 		m.tokens = newTokenCache(cfg.Tokens, cfg.Clock)
@@ -344,10 +346,46 @@ func (m *Manager) kick() {
 	}
 }
 
-// broadcastLocked tells the waiters that the actual state changed.
-func (m *Manager) broadcastLocked() {
-	close(m.changed)
-	m.changed = make(chan struct{})
+// podWaiters is what the calls waiting on one pod's actual state share:
+// changed is closed at its next change; n counts the calls holding it.
+type podWaiters struct {
+	changed chan struct{}
+	n       int
+}
+
+// waitLocked returns the channel closed at the pod's next change; the
+// caller calls the function returned, with m.mu held, once it stops
+// waiting on it.
+func (m *Manager) waitLocked(uid types.UID) (<-chan struct{}, func()) {
+	w := m.waiting[uid]
+	if w == nil {
+		w = &podWaiters{changed: make(chan struct{})}
+		m.waiting[uid] = w
+	}
+	w.n++
+	return w.changed, func() {
+		w.n--
+		if w.n == 0 && m.waiting[uid] == w {
+			delete(m.waiting, uid)
+		}
+	}
+}
+
+// notifyLocked tells the callers waiting on the pod that its actual state
+// changed.
+func (m *Manager) notifyLocked(uid types.UID) {
+	if w := m.waiting[uid]; w != nil {
+		close(w.changed)
+		delete(m.waiting, uid)
+	}
+}
+
+// notifyAllLocked tells every waiting caller that the actual state
+// changed.
+func (m *Manager) notifyAllLocked() {
+	for uid := range m.waiting {
+		m.notifyLocked(uid)
+	}
 }
 
 // WaitForAttachAndMount adds pod to the desired state (see AddPod) and
@@ -372,15 +410,13 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 	for {
 		m.mu.Lock()
 		pending := m.unmountedLocked(pod.UID, names)
-		changed := m.changed
 		unprocessed := m.unprocessedLocked(m.actual[pod.UID], pending) // process.go
-		m.mu.Unlock()
-		if len(pending) == 0 {
-			return nil
-		}
-		if unprocessed != nil {
+		if len(pending) == 0 || unprocessed != nil {
+			m.mu.Unlock()
 			return unprocessed
 		}
+		changed, done := m.waitLocked(pod.UID)
+		m.mu.Unlock()
 		if timer == nil { // only when there is something to wait for
 			timer = m.clock.NewTimer(m.cfg.MountTimeout)
 			defer timer.Stop()
@@ -388,13 +424,17 @@ func (m *Manager) WaitForAttachAndMount(ctx context.Context, pod *v1.Pod) error 
 		var cause error
 		select {
 		case <-changed:
-			continue
 		case <-ctx.Done():
 			cause = ctx.Err()
 		case <-timer.C():
 			cause = context.DeadlineExceeded
 		}
 		m.mu.Lock()
+		done()
+		if cause == nil {
+			m.mu.Unlock()
+			continue
+		}
 		pending = m.unmountedLocked(pod.UID, names)
 		reasons := m.errorsLocked(pod.UID, pending)
 		unattached := m.unattachedLocked(m.actual[pod.UID], pending)
@@ -473,22 +513,26 @@ func (m *Manager) WaitForUnmount(ctx context.Context, pod *v1.Pod) error {
 	defer timer.Stop()
 	for {
 		m.mu.Lock()
-		_, left := m.actual[pod.UID]
-		changed := m.changed
-		m.mu.Unlock()
-		if !left {
+		if _, left := m.actual[pod.UID]; !left {
+			m.mu.Unlock()
 			return nil
 		}
+		changed, done := m.waitLocked(pod.UID)
+		m.mu.Unlock()
 		var cause error
 		select {
 		case <-changed:
-			continue
 		case <-ctx.Done():
 			cause = ctx.Err()
 		case <-timer.C():
 			cause = context.DeadlineExceeded
 		}
 		m.mu.Lock()
+		done()
+		if cause == nil {
+			m.mu.Unlock()
+			continue
+		}
 		defer m.mu.Unlock()
 		a := m.actual[pod.UID]
 		if a == nil {

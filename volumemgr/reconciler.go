@@ -162,7 +162,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		if a := m.actual[o.uid]; a != nil && a.volumes[o.vol.name] == o.vol {
 			delete(a.volumes, o.vol.name)
 		}
-		m.broadcastLocked()
+		m.notifyLocked(o.uid)
 		return
 	}
 
@@ -176,14 +176,14 @@ func (m *Manager) run(parent context.Context, o op) {
 	if err != nil && !o.refresh && errors.As(err, &pending) {
 		log.V(2).Info("Volume waits for its attachment; will retry", "err", err)
 		m.failPendingLocked(o.vol, err)
-		m.broadcastLocked()
+		m.notifyLocked(o.uid)
 		return
 	}
 	var unprocessed *ProcessError
 	if err != nil && !o.refresh && errors.As(err, &unprocessed) {
 		log.V(2).Info("Unable to process a volume; will retry", "err", err)
 		m.failUnprocessedLocked(o.vol, err) // process.go
-		m.broadcastLocked()
+		m.notifyLocked(o.uid)
 		return
 	}
 	if err != nil {
@@ -205,7 +205,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		if o.vol.setUp {
 			o.vol.refreshAt = o.vol.retryAt
 		}
-		m.broadcastLocked()
+		m.notifyLocked(o.uid)
 		return
 	}
 	now := m.clock.Now()
@@ -226,7 +226,7 @@ func (m *Manager) run(parent context.Context, o op) {
 		}
 		v.refreshAt = maxTime(next, now.Add(minRefresh))
 	}
-	m.broadcastLocked()
+	m.notifyLocked(o.uid)
 }
 
 // adoptFoundDeviceLocked forgets the block volume found on disk whose
@@ -374,7 +374,7 @@ func (m *Manager) finishPods(ctx context.Context) {
 				delete(m.released, uid)
 				delete(m.podRetry, uid)
 				delete(m.podBackoff, uid)
-				m.broadcastLocked()
+				m.notifyLocked(uid)
 			}
 		}
 		m.mu.Unlock()

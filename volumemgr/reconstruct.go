@@ -58,7 +58,7 @@ func (m *Manager) scanOnce(ctx context.Context) {
 		}
 		log.V(2).Info("Found volumes of an earlier run", "podUID", uid, "volumes", len(vols))
 	}
-	m.broadcastLocked()
+	m.notifyAllLocked()
 }
 
 // scanPods lists the volumes on disk by pod.
