@@ -75,6 +75,12 @@ func (g *goroutineReader) saveCPUProfile(ctx context.Context, a *agentProc, d ti
 	g.save(ctx, a, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), "CPU profile", path)
 }
 
+// saveTrace traces the agent's execution for d (/debug/pprof/trace) and
+// writes the trace to path; a failure is logged.
+func (g *goroutineReader) saveTrace(ctx context.Context, a *agentProc, d time.Duration, path string) {
+	g.save(ctx, a, fmt.Sprintf("/debug/pprof/trace?seconds=%g", d.Seconds()), "execution trace", path)
+}
+
 func (g *goroutineReader) save(ctx context.Context, a *agentProc, url, what, path string) {
 	if a.serving == "" {
 		return

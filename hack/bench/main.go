@@ -4,7 +4,7 @@
 // Markdown table with each agent's ratio to kubelet per row, under a
 // description of the machine, ready to paste into the README.
 //
-//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep [--residency] [--burst-profile 10s]] [--pull [--pull-images 1]] [--kubelet PATH]
+//	go run ./hack/bench [--runtime containerd|fake] [--pods 100] [--agents fullagent,kubelet,ideal] [--steady 60s] [--timeout 5m] [--keep [--residency] [--burst-profile 10s] [--burst-trace 4s]] [--pull [--pull-images 1]] [--kubelet PATH]
 //	go run ./hack/bench residency --pid PID | --bin BINARY
 //
 // Both agents are built as upstream builds its release binaries (build
@@ -25,7 +25,8 @@
 // pclntab entry or variable there, from the ELF symbols, DWARF and the
 // pclntab), and with
 // --burst-profile a CPU profile of the burst's first seconds
-// (cpu-burst.pb.gz). `bench residency` prints the same for any running Go
+// (cpu-burst.pb.gz), with --burst-trace an execution trace of them
+// (trace-burst.out, for `go tool trace`: where goroutines waited). `bench residency` prints the same for any running Go
 // process, or the sizes of a binary's parts (--bin).
 //
 // It needs root. For each agent it starts a fresh private etcd +
@@ -161,6 +162,9 @@ type options struct {
 	// burstProfile is how long to profile the agent's CPU from the start
 	// of the burst (--burst-profile); 0 for no profile.
 	burstProfile time.Duration
+	// burstTrace is how long to trace the agent's execution from the
+	// start of the burst (--burst-trace); 0 for no trace.
+	burstTrace time.Duration
 	// apiQPS and apiBurst, when apiQPS is above 0, are both agents'
 	// kubeAPIQPS and kubeAPIBurst (--kube-api-qps, --kube-api-burst)
 	// instead of upstream's defaults (50 and 100).
@@ -187,6 +191,7 @@ func main() {
 	flag.IntVar(&o.pullImages, "pull-images", 1, "with --pull: distinct repositories (same content) the pods are spread over, so this many pulls")
 	flag.BoolVar(&o.residency, "residency", false, "with --keep: write each agent's resident binary pages by package and module (pagemap; see `bench residency`) at 0 and N pods into the work directory")
 	flag.DurationVar(&o.burstProfile, "burst-profile", 0, "with --keep: profile each agent's CPU (its /debug/pprof/profile) for this long from the start of the burst into cpu-burst.pb.gz; the steady window waits for it")
+	flag.DurationVar(&o.burstTrace, "burst-trace", 0, "with --keep: trace each agent's execution (its /debug/pprof/trace) for this long from the start of the burst into trace-burst.out; the steady window waits for it")
 	flag.IntVar(&o.apiQPS, "kube-api-qps", 0, "both agents' kubeAPIQPS (default: upstream's, 50); the ideal agent has no limit")
 	flag.IntVar(&o.apiBurst, "kube-api-burst", 0, "with --kube-api-qps: both agents' kubeAPIBurst (default: twice the QPS)")
 	flag.Parse()

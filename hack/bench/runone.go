@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -201,14 +202,16 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 		return nil, err
 	}
 	cpu0 := cpuSeconds(pid)
-	profiled := make(chan struct{})
+	var profiled sync.WaitGroup
 	if o.burstProfile > 0 {
-		go func() {
-			defer close(profiled)
+		profiled.Go(func() {
 			gr.saveCPUProfile(ctx, a, o.burstProfile, filepath.Join(filepath.Dir(a.logPath), "cpu-burst.pb.gz"))
-		}()
-	} else {
-		close(profiled)
+		})
+	}
+	if o.burstTrace > 0 {
+		profiled.Go(func() {
+			gr.saveTrace(ctx, a, o.burstTrace, filepath.Join(filepath.Dir(a.logPath), "trace-burst.out"))
+		})
 	}
 	logf("%s: creating %d pods", a.name, o.pods)
 	burstStart := time.Now()
@@ -227,7 +230,7 @@ func measure(ctx context.Context, client kubernetes.Interface, gr *goroutineRead
 	r.p50, r.p99, r.allRunning = pct(lat, 50), pct(lat, 99), total
 	logf("%s: all %d pods Running after %v; steady window of %v starts in %v", a.name, o.pods, total.Round(time.Millisecond), o.steady, settleSteady)
 
-	<-profiled
+	profiled.Wait()
 	if err := sleep(ctx, settleSteady); err != nil {
 		return nil, err
 	}
