@@ -136,7 +136,10 @@ func writeHostAliases(b *bytes.Buffer, aliases []v1.HostAlias) {
 // (0750) if needed. A file that already holds content with that mode is left
 // alone, so containers that mounted it keep sharing it; otherwise the new
 // content is written to a temporary file beside it and renamed over it, so no
-// reader sees a partial file. It is idempotent.
+// reader sees a partial file. It is idempotent. The file is not synced to
+// disk (upstream writes it without a sync too): after a crash it is read
+// again and rewritten if it lost its content, so an fsync per pod start
+// would buy nothing.
 func EnsureHostsFile(path string, content []byte) error {
 	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm() == 0o644 {
 		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, content) {
@@ -147,7 +150,7 @@ func EnsureHostsFile(path string, content []byte) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("create hosts file directory: %w", err)
 	}
-	if err := fsutil.WriteFileAtomic(path, content, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(path, content, 0o644, fsutil.NoSync(true)); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
 	return nil

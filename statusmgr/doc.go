@@ -7,7 +7,8 @@
 // moves backwards — a terminal phase stays terminal, a container that has
 // terminated for good stays terminated, start and transition times are kept
 // — and publishes each new version to a nodekit.StatusSink (Run, or the
-// SyncOnce and Resync steps). It keeps a deep copy of each pod it is given,
+// SyncOnce and Resync steps), one pod at a time as upstream, or
+// Config.Parallel pods at once (fullagent publishes to two). It keeps a deep copy of each pod it is given,
 // or, with Config.SharePods, the pod itself: the sync loop never modifies a
 // pod it stored, and at 1000 pods a copy each is megabytes. Static pods
 // publish to their mirror pod. When a deleted pod has finished

@@ -97,6 +97,12 @@ type Config struct {
 	SharePods bool
 	// ResyncInterval is how often Run republishes statuses. Default 10s.
 	ResyncInterval time.Duration
+	// Parallel is how many pods a sync publishes to at once: 0 or 1, one
+	// after the other (upstream's status manager writes one pod at a
+	// time); more needs a Sink safe for concurrent use, as APISink is. A
+	// pod's own writes never overlap: a sync has at most one job per pod,
+	// and syncs run one at a time.
+	Parallel int
 	// Clock stamps start and transition times and drives Run. Default: the
 	// real clock.
 	Clock clock.Clock
@@ -113,6 +119,8 @@ type Manager struct {
 	share   bool
 	resync  time.Duration
 	clock   clock.Clock
+	// parallel is Config.Parallel, at least 1.
+	parallel int
 
 	mu      sync.Mutex
 	entries map[types.UID]*podEntry
@@ -123,8 +131,10 @@ type Manager struct {
 	// SyncOnce costs O(changed pods), not O(pods).
 	dirty map[types.UID]struct{}
 
-	// syncMu serializes publication; sent is only touched under it.
+	// syncMu serializes publication; sent is only touched under it (and,
+	// while a sync's jobs run at once, under sentMu as well).
 	syncMu sync.Mutex
+	sentMu sync.Mutex
 	// sent maps the UID of the API object a status went to (the pod, or a
 	// static pod's mirror pod) to the last version the sink accepted.
 	sent map[types.UID]uint64
@@ -155,20 +165,24 @@ func NewManager(cfg Config) (*Manager, error) {
 	if cfg.ResyncInterval == 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
 	}
+	if cfg.Parallel < 0 {
+		return nil, fmt.Errorf("%w: Config.Parallel %d is negative", ErrInvalid, cfg.Parallel)
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	return &Manager{
-		sink:    cfg.Sink,
-		mirrors: cfg.Mirrors,
-		pods:    cfg.Pods,
-		share:   cfg.SharePods,
-		resync:  cfg.ResyncInterval,
-		clock:   cfg.Clock,
-		entries: map[types.UID]*podEntry{},
-		notify:  make(chan struct{}, 1),
-		dirty:   map[types.UID]struct{}{},
-		sent:    map[types.UID]uint64{},
+		parallel: max(cfg.Parallel, 1),
+		sink:     cfg.Sink,
+		mirrors:  cfg.Mirrors,
+		pods:     cfg.Pods,
+		share:    cfg.SharePods,
+		resync:   cfg.ResyncInterval,
+		clock:    cfg.Clock,
+		entries:  map[types.UID]*podEntry{},
+		notify:   make(chan struct{}, 1),
+		dirty:    map[types.UID]struct{}{},
+		sent:     map[types.UID]uint64{},
 	}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -90,29 +91,53 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 	jobs, live, visited := m.plan(all)
 	defer m.settle(visited)
 	var errs []error
-	for i := range jobs {
-		j := &jobs[i]
-		if err := ctx.Err(); err != nil {
-			return errors.Join(append(errs, err)...)
-		}
+	var errMu sync.Mutex
+	failed := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		errs = append(errs, err)
+	}
+	run := func(j *job) {
 		if j.publish {
 			m.refresh(j, &visited[j.visit])
 			if err := m.sink.SetPodStatus(ctx, j.target, &j.status); err != nil {
-				errs = append(errs, fmt.Errorf("publish status of pod %s/%s (version %d): %w", j.pod.Namespace, j.pod.Name, j.version, err))
-				continue
+				failed(fmt.Errorf("publish status of pod %s/%s (version %d): %w", j.pod.Namespace, j.pod.Name, j.version, err))
+				return
 			}
+			m.sentMu.Lock()
 			m.sent[j.target.UID] = j.version
+			m.sentMu.Unlock()
 			logger.V(4).Info("Published pod status", "pod", klog.KObj(j.target), "podUID", j.target.UID, "version", j.version, "phase", j.status.Phase)
 		}
 		if j.remove {
 			if err := m.sink.DeletePod(ctx, j.pod); err != nil {
-				errs = append(errs, fmt.Errorf("delete pod %s/%s: %w", j.pod.Namespace, j.pod.Name, err))
-				continue
+				failed(fmt.Errorf("delete pod %s/%s: %w", j.pod.Namespace, j.pod.Name, err))
+				return
 			}
 			m.markDeleted(j.uid)
 			logger.V(3).Info("Deleted finished pod", "pod", klog.KObj(j.pod), "podUID", j.pod.UID)
 		}
 	}
+	// Up to m.parallel jobs at once, started in the plan's order.
+	sem := make(chan struct{}, m.parallel)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		sem <- struct{}{}
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return errors.Join(append(errs, err)...)
+		}
+		if m.parallel == 1 {
+			run(&jobs[i])
+			<-sem
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run(&jobs[i])
+		})
+	}
+	wg.Wait()
 	if all {
 		for uid := range m.sent {
 			if !live[uid] {

@@ -21,7 +21,8 @@ type options struct {
 // NoSync, when skip is true, skips the fsync of the file and of its
 // directory. The replacement stays atomic for other readers but is not
 // durable across a power loss; it is meant for tests that write thousands
-// of checkpoints.
+// of checkpoints, and for files whose content is checked again before use
+// after a crash (a pod's hosts file).
 func NoSync(skip bool) Option {
 	return func(o *options) { o.noSync = skip }
 }
