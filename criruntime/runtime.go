@@ -75,6 +75,17 @@ type Config struct {
 	// overall deadline: a pull that exceeds it fails with "image pull of
 	// IMAGE exceeded deadline D".
 	PullDeadline time.Duration
+	// MaxParallelSandboxCreations bounds the RunPodSandbox calls in
+	// progress at once; a pod over the bound waits its turn. 0 means no
+	// bound, as upstream kubelet (every pod worker calls at once);
+	// negative is an error. On a small machine a burst of new pods runs
+	// sooner with a bound: each sandbox starts processes and a CNI ADD,
+	// and a hundred at once share the CPUs until all finish late. A call
+	// still in progress 5s after it started stops counting against the
+	// bound (it goes on), so one hung in its CNI plugin holds the others
+	// back for 5s at most. Timers run on Clock when it has AfterFunc,
+	// else on the real clock.
+	MaxParallelSandboxCreations int
 	// Credentials, when set, gives registry credentials for the images
 	// to pull beyond the pod's pull secrets: kubelet's credential
 	// provider plugins (package credentialprovider's Keyring). They are
@@ -146,6 +157,8 @@ type Runtime struct {
 	metrics Metrics
 	pulls   *puller // pull.go
 
+	sandboxes *sandboxGate // sandboxgate.go: Config.MaxParallelSandboxCreations
+
 	// imageVolumeErr says why the runtime cannot mount image volumes; nil
 	// when it can (imagevolume.go).
 	imageVolumeErr error
@@ -173,6 +186,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	cfg = withDefaults(cfg)
 	if _, err := newPuller(cfg); err != nil { // bad pull settings: fail before connecting
+		return nil, err
+	}
+	if _, err := newSandboxGate(cfg.MaxParallelSandboxCreations, sandboxTurnHold, timers(cfg.Clock)); err != nil {
 		return nil, err
 	}
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().
@@ -211,6 +227,10 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	if err := validIDsPerPod(cfg.UserNamespaceIDsPerPod); err != nil {
 		return nil, err
 	}
+	sandboxes, err := newSandboxGate(cfg.MaxParallelSandboxCreations, sandboxTurnHold, timers(cfg.Clock))
+	if err != nil {
+		return nil, err
+	}
 	if err := usernsConfig(cfg).Validate(); err != nil {
 		// As kubelet, at start rather than at the first pod that asks.
 		return nil, fmt.Errorf("criruntime: create user namespace manager: %w", err)
@@ -225,7 +245,7 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	if err != nil {
 		return nil, fmt.Errorf("criruntime: runtime at %q does not answer Version: %w", cfg.Endpoint, err)
 	}
-	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, metrics: metrics, pulls: pulls,
+	r := &Runtime{rs: rs, is: is, cfg: cfg, typ: v.RuntimeName, events: cfg.Events, metrics: metrics, pulls: pulls, sandboxes: sandboxes,
 		imageVolumeErr: imageVolumeSupport(v.RuntimeName, v.RuntimeVersion),
 		security:       securityPolicy{seccompRoot: filepath.Join(cfg.RootDir, "seccomp"), seccompDefault: cfg.SeccompDefault, maskedPaths: hostMaskedPaths()},
 		userns:         &usernsState{cfg: usernsConfig(cfg)},
@@ -253,6 +273,15 @@ func withDefaults(cfg Config) Config {
 		cfg.SELinux = selinux.Host{}
 	}
 	return cfg
+}
+
+// timers is clk when it can run functions after a delay, else the real
+// clock.
+func timers(clk clock.PassiveClock) clock.WithDelayedExecution {
+	if c, ok := clk.(clock.WithDelayedExecution); ok {
+		return c
+	}
+	return clock.RealClock{}
 }
 
 // SELinuxHost reports whether SELinux is enabled on the host.

@@ -164,7 +164,12 @@ func (r *Runtime) createSandbox(ctx context.Context, pod *v1.Pod, cfg *runtimeap
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return "", nil, fail(nodekit.ErrConfigPodSandbox, fmt.Errorf("create pod log directory: %w", err))
 	}
+	leave, err := r.sandboxes.enter(ctx)
+	if err != nil {
+		return "", nil, fail(nodekit.ErrCreatePodSandbox, err)
+	}
 	id, err := r.rs.RunPodSandbox(ctx, cfg, handler)
+	leave()
 	r.metrics.StartedPod(err)
 	if err != nil {
 		return "", nil, fail(nodekit.ErrCreatePodSandbox, err)

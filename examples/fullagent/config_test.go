@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,19 @@ func TestFlagRefused(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"--max-pods=many"}, io.Discard); err == nil || !strings.Contains(err.Error(), "max-pods") {
 		t.Errorf("a malformed flag: got %v", err)
+	}
+}
+
+func TestFlagMaxParallelSandboxCreations(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil || o.sandboxCreations != 2*runtime.NumCPU() {
+		t.Fatalf("no flag: %v, %d sandbox creations at once; want twice the CPUs, %d", err, o.sandboxCreations, 2*runtime.NumCPU())
+	}
+	if o, err := parseFlags([]string{"--max-parallel-sandbox-creations=0"}, io.Discard); err != nil || o.sandboxCreations != 0 {
+		t.Fatalf("--max-parallel-sandbox-creations=0 (no bound, as kubelet): %v, %d", err, o.sandboxCreations)
+	}
+	if _, err := parseFlags([]string{"--max-parallel-sandbox-creations=-1"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--max-parallel-sandbox-creations=-1") {
+		t.Fatalf("--max-parallel-sandbox-creations=-1: got %v, want it refused by name", err)
 	}
 }
 

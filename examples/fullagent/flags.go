@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type options struct {
 	// imageGCPeriod is how often image GC runs (fixed at five minutes
 	// upstream).
 	imageGCPeriod time.Duration
+	// sandboxCreations is --max-parallel-sandbox-creations, the runtime's
+	// MaxParallelSandboxCreations (0: no bound, as kubelet).
+	sandboxCreations int
 	// seccompDefault is --seccomp-default: on when it or seccompDefault is.
 	seccompDefault bool
 	// The image credential provider plugins (--image-credential-provider-config
@@ -105,6 +109,9 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unknown command %q: fullagent takes flags only", fs.Arg(0))
+	}
+	if o.sandboxCreations < 0 {
+		return nil, fmt.Errorf("--max-parallel-sandbox-creations=%d: want 0 (no bound) or more", o.sandboxCreations)
 	}
 	defaults := refusedFlags()
 	fs.Visit(func(f *pflag.Flag) {
@@ -191,6 +198,8 @@ func (o *options) bindNodeFlags(fs *pflag.FlagSet) {
 func (o *options) bindAgentFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.containerGCPeriod, "container-gc-period", time.Minute, "how often dead containers are garbage collected (fullagent's; fixed at 1m in kubelet)")
 	fs.DurationVar(&o.imageGCPeriod, "image-gc-period", 5*time.Minute, "how often unused images are garbage collected (fullagent's; fixed at 5m in kubelet)")
+	fs.IntVar(&o.sandboxCreations, "max-parallel-sandbox-creations", 2*runtime.NumCPU(), "how many pod sandboxes the runtime is asked to create at once; "+
+		"more new pods wait their turn (a call still in progress after 5s stops counting). 0: no bound, as kubelet (fullagent's; default twice the CPUs)")
 	fs.BoolVar(&o.logJSON, "log-json", false, "an alias of --logging-format=json (fullagent's, kept for older command lines)")
 	fs.BoolVar(&o.podCheckpoint, "pod-checkpoint", false, "keep a checkpoint of this node's pods, the ConfigMaps, Secrets and Services they use and the Node in ROOT-DIR/pod_checkpoint "+
 		"(mode 0600: it holds Secrets in clear), and run the pods from it when the agent starts and the API server does not answer within 10s; "+

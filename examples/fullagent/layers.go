@@ -70,7 +70,7 @@ func (a *agent) newRuntimeSide(ctx context.Context, o *options, recorder *events
 	a.runtime, err = criruntime.New(ctx, criruntime.Config{
 		Endpoint: cfg.ContainerRuntimeEndpoint, ImageEndpoint: cfg.ImageServiceEndpoint,
 		RequestTimeout: cfg.RuntimeRequestTimeout.Duration, PodLogsDir: cfg.PodLogsDir, Events: recorder,
-		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls,
+		SerializeImagePulls: cfg.SerializeImagePulls, MaxParallelImagePulls: maxPulls, MaxParallelSandboxCreations: o.sandboxCreations,
 		PullQPS: float32(*cfg.RegistryPullQPS), PullBurst: int(cfg.RegistryBurst),
 		RootDir: o.rootDir, SeccompDefault: cfg.SeccompDefault != nil && *cfg.SeccompDefault, UserNamespaceIDsPerPod: idsPerPod(cfg),
 		UserNamespaceFirstID: usernsFirst, UserNamespaceLength: usernsLength, UserNamespaceMaxPods: int(cfg.MaxPods),
