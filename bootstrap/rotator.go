@@ -202,12 +202,15 @@ func (r *Rotator) Run(ctx context.Context) error {
 		return errors.New("bootstrap: Rotator.Run called more than once")
 	}
 	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
+	var checks sync.WaitGroup
 	if r.cfg.ExitAfter > 0 {
-		go r.watchValidity(ctx, r.cfg.ExitAfter, stop)
+		checks.Go(func() { r.watchValidity(ctx, r.cfg.ExitAfter, stop) })
 	}
-	r.rotate(ctx)
-	if cause := context.Cause(ctx); errors.Is(cause, ErrNoValidCertificate) {
+	r.rotate(ctx) // returns when ctx ends, by the caller or the check
+	cause := context.Cause(ctx)
+	stop(nil)
+	checks.Wait()
+	if errors.Is(cause, ErrNoValidCertificate) {
 		return cause
 	}
 	return nil

@@ -108,3 +108,24 @@ func TestRotatorStopsAfterFiveMinutes(t *testing.T) {
 		t.Errorf("Run stopped %v in, want at the first check (every 10 s) after 5 minutes", after)
 	}
 }
+
+// Run returns only once the validity check it started has ended: no timer
+// of either is left on its clock.
+func TestRotatorRunLeavesNoValidityCheckBehind(t *testing.T) {
+	ca := newTestCA(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	api := newFakeAPI(t, issueAt(t, ca, clk, -time.Minute, time.Hour))
+	rot, _ := clockedSetupExiting(t, clk, api, 0, 5*time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- rot.Run(ctx) }()
+	until(t, "Run waits for the deadline and the next validity check", clk.HasWaiters)
+	time.Sleep(50 * time.Millisecond) // both goroutines reach their timers
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil after its context ended", err)
+	}
+	if clk.HasWaiters() {
+		t.Error("a timer is still set on the clock after Run returned: the validity check outlived Run")
+	}
+}
