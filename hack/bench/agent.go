@@ -41,9 +41,13 @@ type agentProc struct {
 func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cgroot.Root, o options) (*agentProc, error) {
 	pods := o.pods
 	logPath := filepath.Join(dir, agent+".log")
-	if agent == agentIdeal {
-		return startChild(agent, bin, []string{idealCommand, "--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
-			"--node-ip=" + n.nodeIP, fmt.Sprintf("--max-pods=%d", max(110, pods+10))}, logPath)
+	if isIdeal(agent) {
+		args := []string{idealCommand, "--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
+			"--node-ip=" + n.nodeIP, fmt.Sprintf("--max-pods=%d", max(110, pods+10))}
+		if agent == agentIdealRequests {
+			args = append(args, "--kubelet-requests")
+		}
+		return startChild(agent, bin, args, logPath)
 	}
 	root := filepath.Join(dir, "agent")
 	if err := os.MkdirAll(root, 0o755); err != nil {

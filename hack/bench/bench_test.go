@@ -198,14 +198,15 @@ func TestRunningStatus(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull, agentKubelet, agentIdeal}}
+	ok := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull, agentKubelet, agentIdeal, agentIdealRequests}}
 	if err := ok.validate(); err != nil {
-		t.Errorf("fake runtime, all three agents: %v", err)
+		t.Errorf("fake runtime, all four agents: %v", err)
 	}
 	for _, o := range []options{
 		{pods: 1, steady: time.Second, runtime: "docker", agents: []string{agentFull}},
 		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{"perfect"}},
 		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentIdeal, agentIdeal}},
+		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{"ideal-request"}},
 	} {
 		if err := o.validate(); err == nil {
 			t.Errorf("%+v: no error", o)

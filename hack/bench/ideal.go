@@ -42,6 +42,9 @@ const (
 type idealConfig struct {
 	kubeconfig, nodeName, nodeIP string
 	maxPods                      int
+	// kubeletRequests adds, for each pod, the requests kubelet makes for
+	// it on the bench's workload (see kubeletRequests).
+	kubeletRequests bool
 }
 
 // idealMain runs the ideal agent until SIGTERM: the floor the API server
@@ -57,6 +60,7 @@ func idealMain(args []string) int {
 	fs.StringVar(&c.nodeName, "node-name", nodeName, "the node's name")
 	fs.StringVar(&c.nodeIP, "node-ip", "", "the node's IP address")
 	fs.IntVar(&c.maxPods, "max-pods", 110, "the node's pod capacity")
+	fs.BoolVar(&c.kubeletRequests, "kubelet-requests", false, "make kubelet's requests for each pod: a token request before the status write, three events after it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -86,10 +90,15 @@ func runIdeal(ctx context.Context, c idealConfig) error {
 	go renewLease(ctx, client, node)
 	work := make(chan *v1.Pod, 1024)
 	ips := &ipPool{next: netip.MustParseAddr("10.244.0.1")}
+	var reqs *kubeletRequests
+	if c.kubeletRequests {
+		reqs = newKubeletRequests(client, c.nodeName)
+		go reqs.writeEvents(ctx)
+	}
 	for range idealWorkers {
 		go func() {
 			for p := range work {
-				if err := settle(ctx, client, p, c.nodeIP, ips.take()); err != nil && ctx.Err() == nil {
+				if err := reqs.settle(ctx, client, p, c.nodeIP, ips.take()); err != nil && ctx.Err() == nil {
 					fmt.Fprintf(os.Stderr, "ideal agent: pod %s/%s: %v\n", p.Namespace, p.Name, err)
 				}
 			}

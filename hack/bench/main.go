@@ -71,7 +71,14 @@
 // running and ready) as soon as its watch sees it bound to the node, 8
 // patches at a time, with no client-side rate limit: the floor the API
 // server allows a node agent. Its figures are the API server's and the
-// watch's share of every agent's.
+// watch's share of every agent's. The ideal agent with kubelet's requests
+// (--agents ideal-requests) is the same agent making, for each pod, the
+// requests a conforming agent makes for it on this workload: a token
+// request bound to the pod (its service account volume) before the
+// status write, and after it the container's three events (Pulled, image
+// already present; Created; Started), written one at a time by one
+// goroutine as kubelet's event broadcaster writes them: the floor the
+// API server allows an agent that sends what kubelet sends.
 //
 // The workload: once the node is Ready, N busybox pods (`sleep 3600`,
 // imagePullPolicy IfNotPresent, image present, so nothing is pulled,
@@ -135,7 +142,14 @@ const (
 	agentFull    = "fullagent"
 	agentKubelet = "kubelet"
 	agentIdeal   = "ideal"
+	// agentIdealRequests is the ideal agent making, for each pod, the
+	// requests kubelet makes for it on this workload (see idealMain).
+	agentIdealRequests = "ideal-requests"
 )
+
+// isIdeal reports whether the agent is one of the ideal agents: this
+// binary as a child, with no runtime, cgroups or profiling handler.
+func isIdeal(agent string) bool { return agent == agentIdeal || agent == agentIdealRequests }
 
 type options struct {
 	pods   int
@@ -179,7 +193,7 @@ func main() {
 		os.Exit(residencyMain(os.Args[2:]))
 	}
 	var o options
-	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet and ideal")
+	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet, ideal and ideal-requests")
 	flag.StringVar(&o.kubelet, "kubelet", "", "the upstream kubelet binary (default: _output/bench/kubelet, built on first use with upstream's release build tags)")
 	flag.StringVar(&o.runtime, "runtime", runtimeContainerd, "what the pods run on: containerd, or fake (internal/fakecri, nothing runs)")
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
@@ -251,6 +265,7 @@ func run(ctx context.Context, o options) error {
 	if bins[agentIdeal], err = os.Executable(); err != nil {
 		return err
 	}
+	bins[agentIdealRequests] = bins[agentIdeal]
 	if slices.Contains(o.agents, agentFull) {
 		logf("building fullagent")
 		if bins[agentFull], err = buildFullagent(ctx, top); err != nil {
@@ -265,7 +280,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", a, err)
 		}
-		if a != agentIdeal {
+		if !isIdeal(a) {
 			r.build = buildTags(bins[a])
 		}
 		results = append(results, r)
@@ -317,7 +332,7 @@ func (o *options) validate() error {
 		return fmt.Errorf("--steady=%v: want at least 1s", o.steady)
 	}
 	if len(o.agents) == 0 {
-		return errors.New("--agents is empty: want any of fullagent, kubelet and ideal")
+		return errors.New("--agents is empty: want any of fullagent, kubelet, ideal and ideal-requests")
 	}
 	if err := o.validatePull(); err != nil {
 		return err
@@ -327,8 +342,8 @@ func (o *options) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, a := range o.agents {
-		if a != agentFull && a != agentKubelet && a != agentIdeal {
-			return fmt.Errorf("--agents: unknown agent %q: want fullagent, kubelet or ideal", a)
+		if a != agentFull && a != agentKubelet && !isIdeal(a) {
+			return fmt.Errorf("--agents: unknown agent %q: want fullagent, kubelet, ideal or ideal-requests", a)
 		}
 		if seen[a] {
 			return fmt.Errorf("--agents: %q given twice", a)

@@ -109,7 +109,7 @@ func runOne(ctx context.Context, agent, bin, dir string, o options) (*result, er
 	// Both agents keep their kubepods tree under a cgroup of the bench's
 	// own, so neither can touch pods of anything else on the machine (the
 	// ideal agent makes none).
-	if agent != agentIdeal {
+	if !isIdeal(agent) {
 		if cg, err = cgroot.Create(filepath.Base(filepath.Dir(dir)) + "-" + agent); err != nil {
 			return nil, err
 		}
