@@ -141,6 +141,10 @@ type Manager struct {
 	// pendingRoot is the kubepods config Start could not write to an
 	// existing kubepods (usage above a lowered limit); UpdateQOS retries.
 	pendingRoot *ResourceConfig
+	// written is what the last update of the QoS tiers that wrote every
+	// tier at its wanted values sized them to; nil when the last one did
+	// not (EnsureQOS then writes).
+	written *qosSizes
 }
 
 // New checks cfg and returns a Manager; it touches nothing until Start.
@@ -233,6 +237,7 @@ func (m *Manager) checkEnforce() error {
 func (m *Manager) Start(ctx context.Context) (err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.written = nil // the tiers are written again below
 	d, closeOnFailure, err := m.startDriver(ctx)
 	if err != nil {
 		return err

@@ -256,6 +256,7 @@ func TestManagerOnV2(t *testing.T) {
 type fakeDriver struct {
 	applied map[string]*ResourceConfig
 	usage   map[string]int64
+	applies int // calls to Apply
 }
 
 var (
@@ -264,6 +265,7 @@ var (
 )
 
 func (f *fakeDriver) Apply(_ context.Context, n CgroupName, rc *ResourceConfig) error {
+	f.applies++
 	if rc.Memory != nil && *rc.Memory < f.usage[n.ToCgroupfs()] {
 		return errors.New("device or resource busy")
 	}
@@ -277,8 +279,10 @@ func (f *fakeDriver) MemoryUsage(_ context.Context, n CgroupName) (int64, error)
 	return f.usage[n.ToCgroupfs()], nil
 }
 
-func TestUpdateQOSMemoryReserve(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
+// startedWithReserve is a started Manager over a fakeDriver, with
+// QOSReserved memory at 50%.
+func startedWithReserve(ctx context.Context, t *testing.T) (*Manager, *fakeDriver) {
+	t.Helper()
 	fd := &fakeDriver{applied: map[string]*ResourceConfig{}, usage: map[string]int64{}}
 	cfg := nodeConfig("", &killRecorder{})
 	cfg.Backend = fd
@@ -290,6 +294,12 @@ func TestUpdateQOSMemoryReserve(t *testing.T) {
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return m, fd
+}
+
+func TestUpdateQOSMemoryReserve(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	m, fd := startedWithReserve(ctx, t)
 	pods := []*v1.Pod{guaranteedPod, burstablePod, burstableOther, bestEffortPod}
 	if err := m.UpdateQOS(ctx, pods); err != nil {
 		t.Fatal(err)
@@ -322,6 +332,48 @@ func TestUpdateQOSMemoryReserve(t *testing.T) {
 	if want := []string{"/kubepods", "/kubepods/besteffort", "/kubepods/burstable"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("applied %v", names)
 	}
+}
+
+// EnsureQOS writes the tiers only when their sizes differ from those last
+// written in full; UpdateQOS writes them every time, and a limit lowered
+// to the usage, or a Start, makes the next EnsureQOS write again.
+func TestEnsureQOSWritesOnlyChanges(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	m, fd := startedWithReserve(ctx, t)
+	step := func(what string, update func(context.Context, []*v1.Pod) error, pods []*v1.Pod, wantApplies int) {
+		t.Helper()
+		before := fd.applies
+		if err := update(ctx, pods); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := fd.applies - before; got != wantApplies {
+			t.Errorf("%s: %d tier writes, want %d", what, got, wantApplies)
+		}
+	}
+	one := []*v1.Pod{guaranteedPod, burstablePod}
+	step("first EnsureQOS", m.EnsureQOS, one, 3)
+	step("EnsureQOS, same pods", m.EnsureQOS, one, 0)
+	step("EnsureQOS, a BestEffort pod more", m.EnsureQOS, append(one, bestEffortPod), 0)
+	step("UpdateQOS, same sizes", m.UpdateQOS, one, 3)
+	step("EnsureQOS, a Burstable pod more", m.EnsureQOS, append(one, burstableOther), 3)
+	if got, want := *fd.applied["/kubepods/burstable"].CPUShares, MilliCPUToShares(1000); got != want {
+		t.Errorf("burstable shares %d, want %d", got, want)
+	}
+	step("EnsureQOS, back to the first pods", m.EnsureQOS, one, 3)
+
+	// Usage above the wanted limit: the limit is the usage, so the next
+	// EnsureQOS tries the wanted one again.
+	fd.usage["/kubepods/besteffort"] = 8 * gi
+	step("EnsureQOS, a Burstable pod more, besteffort over its limit", m.EnsureQOS, append(one, burstableOther), 6)
+	step("EnsureQOS, same sizes after the usage fallback", m.EnsureQOS, append(one, burstableOther), 6)
+	delete(fd.usage, "/kubepods/besteffort")
+	step("EnsureQOS, same sizes, usage back under", m.EnsureQOS, append(one, burstableOther), 3)
+	step("EnsureQOS, same sizes once written in full", m.EnsureQOS, append(one, burstableOther), 0)
+
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	step("EnsureQOS after Start", m.EnsureQOS, append(one, burstableOther), 3)
 }
 
 func TestSystemdDriverWithoutBus(t *testing.T) {

@@ -25,8 +25,56 @@ import (
 // OOM-kills in the tier what it cannot reclaim, as under upstream's
 // kubelet (tested on a v2 guest by internal/localvm). It also retries node
 // allocatable limits Start could not set. Call it after Start and from
-// housekeeping; without CgroupsPerQOS it does nothing.
+// housekeeping; without CgroupsPerQOS it does nothing. It writes every
+// tier each time, so a value changed behind the manager's back is set
+// again.
 func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
+	return m.updateQOS(ctx, activePods, true)
+}
+
+// EnsureQOS is UpdateQOS for a pod's start, where upstream sizes the
+// tiers before a new pod's cgroup is made: it writes nothing when the
+// sizes it would write are those the last UpdateQOS or EnsureQOS wrote in
+// full (no limit lowered to the usage, no node allocatable limit left to
+// retry), and writes as UpdateQOS otherwise. The periodic UpdateQOS is
+// what repairs a value changed by someone else.
+func (m *Manager) EnsureQOS(ctx context.Context, activePods []*v1.Pod) error {
+	return m.updateQOS(ctx, activePods, false)
+}
+
+// qosSizes is what the tiers' sizes are computed from: the Burstable
+// pods' CPU requests and the memory requests by QoS class.
+type qosSizes struct {
+	burstableMilliCPU           int64
+	guaranteedMem, burstableMem int64
+}
+
+func sizesOf(activePods []*v1.Pod) qosSizes {
+	var s qosSizes
+	for _, pod := range activePods {
+		if pod == nil {
+			continue
+		}
+		class := qos.Class(pod)
+		if class == v1.PodQOSBestEffort {
+			continue
+		}
+		reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+		if q, ok := reqs[v1.ResourceCPU]; ok && class == v1.PodQOSBurstable {
+			s.burstableMilliCPU += q.MilliValue()
+		}
+		if q, ok := reqs[v1.ResourceMemory]; ok {
+			if class == v1.PodQOSBurstable {
+				s.burstableMem += q.Value()
+			} else {
+				s.guaranteedMem += q.Value()
+			}
+		}
+	}
+	return s
+}
+
+func (m *Manager) updateQOS(ctx context.Context, activePods []*v1.Pod, force bool) error {
 	if !m.cfg.CgroupsPerQOS {
 		return nil
 	}
@@ -37,6 +85,12 @@ func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	logger := klog.FromContext(ctx)
+	sizes := sizesOf(activePods)
+	if !force && m.pendingRoot == nil && m.written != nil && *m.written == sizes {
+		logger.V(5).Info("QoS cgroups already sized to the active pods")
+		return nil
+	}
+	m.written = nil
 
 	if m.pendingRoot != nil {
 		if err := d.Apply(ctx, m.kubepods, m.pendingRoot); err != nil {
@@ -47,40 +101,20 @@ func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
 		}
 	}
 
-	var burstableMilliCPU int64
-	memRequests := map[v1.PodQOSClass]int64{}
-	for _, pod := range activePods {
-		if pod == nil {
-			continue
-		}
-		class := qos.Class(pod)
-		if class == v1.PodQOSBestEffort {
-			continue
-		}
-		reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-		if class == v1.PodQOSBurstable {
-			if q, ok := reqs[v1.ResourceCPU]; ok {
-				burstableMilliCPU += q.MilliValue()
-			}
-		}
-		if q, ok := reqs[v1.ResourceMemory]; ok {
-			memRequests[class] += q.Value()
-		}
-	}
-
 	unbounded := unboundedHugePages
 	tier := func(name CgroupName) qosTier {
 		return qosTier{name, &ResourceConfig{HugePageLimit: map[int64]int64{}, HugePageOthers: &unbounded}}
 	}
 	guaranteed, burstable, bestEffort := tier(m.kubepods), tier(m.burstable), tier(m.bestEffort)
-	burstable.rc.CPUShares = ptr(MilliCPUToShares(burstableMilliCPU))
+	burstable.rc.CPUShares = ptr(MilliCPUToShares(sizes.burstableMilliCPU))
 	bestEffort.rc.CPUShares = ptr(uint64(MinShares))
 	tiers := []qosTier{guaranteed, burstable, bestEffort}
 
 	pct, reserveMemory := m.cfg.QOSReserved[v1.ResourceMemory]
 	if reserveMemory {
-		m.setMemoryReserve(ctx, burstable.rc, bestEffort.rc, memRequests, pct)
+		m.setMemoryReserve(ctx, burstable.rc, bestEffort.rc, sizes, pct)
 		if m.applyAll(ctx, d, tiers) == nil {
+			m.wrote(sizes)
 			return nil
 		}
 		// Usage above the wanted limit fails the write: aim at the usage.
@@ -100,8 +134,19 @@ func (m *Manager) UpdateQOS(ctx context.Context, activePods []*v1.Pod) error {
 	if err := m.applyAll(ctx, d, tiers); err != nil {
 		return fmt.Errorf("cgroupmgr: update QoS cgroups: %w", err)
 	}
+	if !reserveMemory {
+		m.wrote(sizes)
+	}
 	logger.V(4).Info("Updated QoS cgroups", "burstableCPUShares", *burstable.rc.CPUShares)
 	return nil
+}
+
+// wrote records the sizes of a write of every tier at its wanted values,
+// unless a node allocatable limit is still to be retried.
+func (m *Manager) wrote(s qosSizes) {
+	if m.pendingRoot == nil {
+		m.written = &s
+	}
 }
 
 type qosTier struct {
@@ -126,15 +171,15 @@ func (m *Manager) applyAll(ctx context.Context, d Driver, tiers []qosTier) error
 
 // setMemoryReserve computes the QoS memory limits, as upstream's
 // setMemoryReserve; without an allocatable memory it sets none.
-func (m *Manager) setMemoryReserve(ctx context.Context, burstable, bestEffort *ResourceConfig, requests map[v1.PodQOSClass]int64, pct int64) {
+func (m *Manager) setMemoryReserve(ctx context.Context, burstable, bestEffort *ResourceConfig, sizes qosSizes, pct int64) {
 	a, _ := NodeAllocatable(m.cfg.Capacity, m.cfg.KubeReserved, m.cfg.SystemReserved, nil)
 	q, ok := a.Kubepods[v1.ResourceMemory]
 	if !ok || q.Value() == 0 {
 		klog.FromContext(ctx).V(2).Info("Allocatable memory unknown, not setting QoS memory limits")
 		return
 	}
-	burstableLimit := q.Value() - requests[v1.PodQOSGuaranteed]*pct/100
-	bestEffortLimit := burstableLimit - requests[v1.PodQOSBurstable]*pct/100
+	burstableLimit := q.Value() - sizes.guaranteedMem*pct/100
+	bestEffortLimit := burstableLimit - sizes.burstableMem*pct/100
 	burstable.Memory = &burstableLimit
 	bestEffort.Memory = &bestEffortLimit
 }

@@ -123,7 +123,9 @@ func (pc *podCgroups) start(ctx context.Context) error {
 // it does not exist. As upstream's SyncPod, a pod whose cgroup does not
 // exist yet first has the QoS tiers sized to the active pods (active,
 // which include it), so the burstable tier's shares count a new burstable
-// pod before it runs. An existing pod cgroup is left as it is, as
+// pod before it runs; unlike upstream, a start that changes no size
+// (EnsureQOS) writes nothing, and step's UpdateQOS every 10 s writes
+// every tier again (upstream: every minute). An existing pod cgroup is left as it is, as
 // upstream's EnsureExists leaves it: its limits change only through the
 // in-place resize (package allocation), which checks a memory decrease
 // against the pod's usage first and orders the writes against the
@@ -143,7 +145,7 @@ func (pc *podCgroups) sandbox(active func() []*v1.Pod, next func(context.Context
 			return o, nil
 		}
 		if err == nil && !ok {
-			if err := pc.m.UpdateQOS(ctx, active()); err != nil {
+			if err := pc.m.EnsureQOS(ctx, active()); err != nil {
 				klog.FromContext(ctx).V(2).Info("Failed to update QoS cgroups while syncing pod", "pod", klog.KObj(pod), "err", err)
 			}
 		}

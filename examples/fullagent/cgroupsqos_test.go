@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -50,7 +51,8 @@ func (d *recordingDriver) Destroy(_ context.Context, name cgroupmgr.CgroupName) 
 // A new Burstable pod: the burstable tier gets its shares (upstream's
 // SyncPod calls UpdateQOSCgroups before it creates a pod's cgroup), then
 // the pod's cgroup is made; a pod whose cgroup exists leaves the tiers
-// and its cgroup as they are (upstream's EnsureExists).
+// and its cgroup as they are (upstream's EnsureExists); a new pod that
+// changes no tier's size writes its own cgroup alone.
 func TestSandboxSizesQOSFirst(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	d := &recordingDriver{cgroups: map[string]bool{"/": true}}
@@ -93,6 +95,18 @@ func TestSandboxSizesQOSFirst(t *testing.T) {
 	}
 	if len(d.applied) != 0 {
 		t.Errorf("a pod whose cgroup exists: applied %q, want nothing written", d.applied)
+	}
+	// A new BestEffort pod changes no tier's size: only its own cgroup
+	// is written (EnsureQOS); housekeeping's UpdateQOS writes the tiers.
+	d.applied = nil
+	bestEffort := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "be", Namespace: "default", UID: types.UID("5678")},
+		Spec: v1.PodSpec{Containers: []v1.Container{{Name: "app"}}}}
+	sandbox = pc.sandbox(func() []*v1.Pod { return []*v1.Pod{pod, bestEffort} }, next)
+	if _, err := sandbox(ctx, bestEffort); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/kubepods/besteffort/pod5678 2"}; !slices.Equal(d.applied, want) {
+		t.Errorf("a new BestEffort pod: applied %q, want %q", d.applied, want)
 	}
 }
 
