@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if _, err := newPuller(cfg); err != nil { // bad pull settings: fail before connecting
 		return nil, err
 	}
-	if _, err := newSandboxGate(cfg.MaxParallelSandboxCreations, sandboxTurnHold, timers(cfg.Clock)); err != nil {
+	if err := checkMaxSandboxCreations(cfg.MaxParallelSandboxCreations); err != nil {
 		return nil, err
 	}
 	rs, err := remote.NewRemoteRuntimeServiceBuilder().
@@ -227,10 +227,10 @@ func NewFromServices(ctx context.Context, rs internalapi.RuntimeService, is inte
 	if err := validIDsPerPod(cfg.UserNamespaceIDsPerPod); err != nil {
 		return nil, err
 	}
-	sandboxes, err := newSandboxGate(cfg.MaxParallelSandboxCreations, sandboxTurnHold, timers(cfg.Clock))
-	if err != nil {
+	if err := checkMaxSandboxCreations(cfg.MaxParallelSandboxCreations); err != nil {
 		return nil, err
 	}
+	sandboxes := newSandboxGate(cfg.MaxParallelSandboxCreations, timers(cfg.Clock))
 	if err := usernsConfig(cfg).Validate(); err != nil {
 		// As kubelet, at start rather than at the first pod that asks.
 		return nil, fmt.Errorf("criruntime: create user namespace manager: %w", err)

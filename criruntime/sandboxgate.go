@@ -19,25 +19,31 @@ const sandboxTurnHold = 5 * time.Second
 // gate (no turns) and a nil one let every caller through.
 type sandboxGate struct {
 	turns chan struct{}
-	hold  time.Duration
 	clock clock.WithDelayedExecution
 }
 
-// newSandboxGate is a gate of max turns (0: no limit); turns are given
-// back after hold even by callers still in progress, on clk's timers.
-func newSandboxGate(max int, hold time.Duration, clk clock.WithDelayedExecution) (*sandboxGate, error) {
+// checkMaxSandboxCreations refuses a negative Config.MaxParallelSandboxCreations.
+func checkMaxSandboxCreations(max int) error {
 	if max < 0 {
-		return nil, fmt.Errorf("criruntime: MaxParallelSandboxCreations is %d; want 0 (no limit) or more", max)
+		return fmt.Errorf("criruntime: MaxParallelSandboxCreations is %d; want 0 (no limit) or more", max)
 	}
-	g := &sandboxGate{hold: hold, clock: clk}
+	return nil
+}
+
+// newSandboxGate is a gate of max turns (0: no limit, and max has been
+// checked); a turn is given back sandboxTurnHold after it was taken even
+// when its caller is still in progress, on clk's timers.
+func newSandboxGate(max int, clk clock.WithDelayedExecution) *sandboxGate {
+	g := &sandboxGate{clock: clk}
 	if max > 0 {
 		g.turns = make(chan struct{}, max)
 	}
-	return g, nil
+	return g
 }
 
-// enter waits for a turn, in the order callers came while the channel
-// keeps it, until ctx ends. leave gives the turn back; it must be called
+// enter waits for a turn until ctx ends. Waiting callers get turns first
+// come, first served, as the Go runtime queues a channel's blocked
+// senders (the language does not promise it). leave gives the turn back; it must be called
 // once the creation is over, and may be called after the hold gave the
 // turn back already.
 func (g *sandboxGate) enter(ctx context.Context) (leave func(), err error) {
@@ -51,7 +57,7 @@ func (g *sandboxGate) enter(ctx context.Context) (leave func(), err error) {
 	}
 	var once sync.Once
 	giveBack := func() { once.Do(func() { <-g.turns }) }
-	t := g.clock.AfterFunc(g.hold, giveBack)
+	t := g.clock.AfterFunc(sandboxTurnHold, giveBack)
 	return func() {
 		t.Stop()
 		giveBack()
