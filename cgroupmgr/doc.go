@@ -86,8 +86,9 @@
 // BestEffort pods costs no QoS writes (on cgroup v1 each write of the
 // tiers is a mkdir of each level and the cpuset checks in each hierarchy,
 // then the shares and huge page files of three tiers: 11–13% of
-// fullagent's CPU in a 100-pod burst before EnsureQOS). UpdateQOS always writes,
-// so housekeeping still sets again a value changed by someone else.
+// fullagent's CPU in a 100-pod burst before EnsureQOS). UpdateQOS always
+// writes, so housekeeping still sets again a value changed by someone
+// else.
 //
 // How an agent wires it:
 //

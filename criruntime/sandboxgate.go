@@ -43,9 +43,9 @@ func newSandboxGate(max int, clk clock.WithDelayedExecution) *sandboxGate {
 
 // enter waits for a turn until ctx ends. Waiting callers get turns first
 // come, first served, as the Go runtime queues a channel's blocked
-// senders (the language does not promise it). leave gives the turn back; it must be called
-// once the creation is over, and may be called after the hold gave the
-// turn back already.
+// senders (the language does not promise it). leave gives the turn back;
+// it must be called once the creation is over, and may be called after
+// the hold gave the turn back already.
 func (g *sandboxGate) enter(ctx context.Context) (leave func(), err error) {
 	if g == nil || g.turns == nil {
 		return func() {}, nil

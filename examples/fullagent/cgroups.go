@@ -125,8 +125,8 @@ func (pc *podCgroups) start(ctx context.Context) error {
 // which include it), so the burstable tier's shares count a new burstable
 // pod before it runs; unlike upstream, a start that changes no size
 // (EnsureQOS) writes nothing, and step's UpdateQOS every 10 s writes
-// every tier again (upstream: every minute). An existing pod cgroup is left as it is, as
-// upstream's EnsureExists leaves it: its limits change only through the
+// every tier again (upstream: every minute). An existing pod cgroup is
+// left as it is, as upstream's EnsureExists leaves it: its limits change only through the
 // in-place resize (package allocation), which checks a memory decrease
 // against the pod's usage first and orders the writes against the
 // containers'; writing the allocation here, before a container starts,
