@@ -36,16 +36,19 @@ type agentProc struct {
 // startAgent writes the agent's KubeletConfiguration and starts it. Both
 // agents get the same flags and the same configuration, except for the
 // fields only the kubelet reads (kubeletconf.KubeletOnly), and the API
-// limits of --kube-api-qps. The ideal agent is this
-// binary, started with idealCommand.
+// limits of --kube-api-qps. The ideal agents are this binary, started
+// with idealCommand; ideal-limited gets the agents' client limits.
 func startAgent(agent, bin, dir, kubeconfig, caFile string, n *benchNode, cg *cgroot.Root, o options) (*agentProc, error) {
 	pods := o.pods
 	logPath := filepath.Join(dir, agent+".log")
 	if isIdeal(agent) {
 		args := []string{idealCommand, "--kubeconfig=" + kubeconfig, "--node-name=" + nodeName,
 			"--node-ip=" + n.nodeIP, fmt.Sprintf("--max-pods=%d", max(110, pods+10))}
-		if agent == agentIdealRequests {
+		if agent == agentIdealRequests || agent == agentIdealLimited {
 			args = append(args, "--kubelet-requests")
+		}
+		if agent == agentIdealLimited {
+			args = append(args, o.idealLimits()...)
 		}
 		return startChild(agent, bin, args, logPath)
 	}

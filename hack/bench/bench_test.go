@@ -198,9 +198,9 @@ func TestRunningStatus(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	ok := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull, agentKubelet, agentIdeal, agentIdealRequests}}
+	ok := options{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull, agentKubelet, agentIdeal, agentIdealRequests, agentIdealLimited}}
 	if err := ok.validate(); err != nil {
-		t.Errorf("fake runtime, all four agents: %v", err)
+		t.Errorf("fake runtime, all five agents: %v", err)
 	}
 	for _, o := range []options{
 		{pods: 1, steady: time.Second, runtime: "docker", agents: []string{agentFull}},

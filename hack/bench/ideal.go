@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -45,6 +46,12 @@ type idealConfig struct {
 	// kubeletRequests adds, for each pod, the requests kubelet makes for
 	// it on the bench's workload (see kubeletRequests).
 	kubeletRequests bool
+	// qps and burst, when qps is above 0, limit the client of every
+	// request but the events, as kubeAPIQPS and kubeAPIBurst limit
+	// kubelet's; eventQPS and eventBurst, when eventQPS is above 0, give
+	// the events a client of their own so limited, as eventRecordQPS and
+	// eventBurst. Otherwise one client with idealQPS serves all.
+	qps, burst, eventQPS, eventBurst int
 }
 
 // idealMain runs the ideal agent until SIGTERM: the floor the API server
@@ -56,11 +63,7 @@ type idealConfig struct {
 func idealMain(args []string) int {
 	var c idealConfig
 	fs := flag.NewFlagSet(idealCommand, flag.ContinueOnError)
-	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "the node's kubeconfig")
-	fs.StringVar(&c.nodeName, "node-name", nodeName, "the node's name")
-	fs.StringVar(&c.nodeIP, "node-ip", "", "the node's IP address")
-	fs.IntVar(&c.maxPods, "max-pods", 110, "the node's pod capacity")
-	fs.BoolVar(&c.kubeletRequests, "kubelet-requests", false, "make kubelet's requests for each pod: a token request before the status write, three events after it")
+	c.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,15 +76,60 @@ func idealMain(args []string) int {
 	return 0
 }
 
+// flags defines the ideal agent's command line into c.
+func (c *idealConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "the node's kubeconfig")
+	fs.StringVar(&c.nodeName, "node-name", nodeName, "the node's name")
+	fs.StringVar(&c.nodeIP, "node-ip", "", "the node's IP address")
+	fs.IntVar(&c.maxPods, "max-pods", 110, "the node's pod capacity")
+	fs.BoolVar(&c.kubeletRequests, "kubelet-requests", false, "make kubelet's requests for each pod: a token request before the status write, three events after it")
+	fs.IntVar(&c.qps, "qps", 0, "the client's QPS, as kubeAPIQPS (0: no limit)")
+	fs.IntVar(&c.burst, "burst", 0, "with --qps: the client's burst, as kubeAPIBurst")
+	fs.IntVar(&c.eventQPS, "event-qps", 0, "with --kubelet-requests: the events' own client's QPS, as eventRecordQPS (0: the events share the client)")
+	fs.IntVar(&c.eventBurst, "event-burst", 0, "with --event-qps: the events' client's burst, as eventBurst")
+}
+
+// idealClientConfigs is the configuration of the ideal agent's client and
+// of its events' client (the same one unless c.eventQPS is set), each with
+// c's limits or, without them, idealQPS.
+func idealClientConfigs(rc *rest.Config, c idealConfig) (client, events *rest.Config, err error) {
+	if c.qps < 0 || c.burst < 0 || c.eventQPS < 0 || c.eventBurst < 0 {
+		return nil, nil, fmt.Errorf("negative client limit: qps %d, burst %d, event qps %d, event burst %d", c.qps, c.burst, c.eventQPS, c.eventBurst)
+	}
+	if (c.qps > 0) != (c.burst > 0) || (c.eventQPS > 0) != (c.eventBurst > 0) {
+		return nil, nil, fmt.Errorf("a QPS needs its burst: qps %d, burst %d, event qps %d, event burst %d", c.qps, c.burst, c.eventQPS, c.eventBurst)
+	}
+	client = rest.CopyConfig(rc)
+	client.QPS, client.Burst = idealQPS, idealQPS
+	if c.qps > 0 {
+		client.QPS, client.Burst = float32(c.qps), c.burst
+	}
+	if c.eventQPS == 0 {
+		return client, client, nil
+	}
+	events = rest.CopyConfig(rc)
+	events.QPS, events.Burst = float32(c.eventQPS), c.eventBurst
+	return client, events, nil
+}
+
 func runIdeal(ctx context.Context, c idealConfig) error {
 	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		return err
 	}
-	rc.QPS, rc.Burst = idealQPS, idealQPS
-	client, err := kubernetes.NewForConfig(rc)
+	mainCfg, eventsCfg, err := idealClientConfigs(rc, c)
 	if err != nil {
 		return err
+	}
+	client, err := kubernetes.NewForConfig(mainCfg)
+	if err != nil {
+		return err
+	}
+	eventClient := client
+	if eventsCfg != mainCfg {
+		if eventClient, err = kubernetes.NewForConfig(eventsCfg); err != nil {
+			return err
+		}
 	}
 	node, err := registerNode(ctx, client, c)
 	if err != nil {
@@ -92,7 +140,7 @@ func runIdeal(ctx context.Context, c idealConfig) error {
 	ips := &ipPool{next: netip.MustParseAddr("10.244.0.1")}
 	var reqs *kubeletRequests
 	if c.kubeletRequests {
-		reqs = newKubeletRequests(client, c.nodeName)
+		reqs = newKubeletRequests(client, eventClient, c.nodeName)
 		go reqs.writeEvents(ctx)
 	}
 	for range idealWorkers {

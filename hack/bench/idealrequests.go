@@ -27,13 +27,16 @@ const tokenSeconds = 3607
 // kubelet's event broadcaster writes them, so none holds up a status
 // write. A nil *kubeletRequests makes none of them.
 type kubeletRequests struct {
-	client kubernetes.Interface
-	source v1.EventSource
-	events chan *v1.Event
+	// client makes the token requests; eventClient writes the events
+	// (kubelet writes them through a client of their own, limited apart).
+	client, eventClient kubernetes.Interface
+	source              v1.EventSource
+	events              chan *v1.Event
 }
 
-func newKubeletRequests(client kubernetes.Interface, node string) *kubeletRequests {
-	return &kubeletRequests{client: client, source: v1.EventSource{Component: "kubelet", Host: node}, events: make(chan *v1.Event, 4096)}
+func newKubeletRequests(client, eventClient kubernetes.Interface, node string) *kubeletRequests {
+	return &kubeletRequests{client: client, eventClient: eventClient, source: v1.EventSource{Component: "kubelet", Host: node},
+		events: make(chan *v1.Event, 4096)}
 }
 
 // settle is the package's settle with r's requests around it.
@@ -114,7 +117,7 @@ func (r *kubeletRequests) writeEvents(ctx context.Context) {
 	for {
 		select {
 		case ev := <-r.events:
-			if _, err := r.client.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
+			if _, err := r.eventClient.CoreV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "ideal agent: event %s: %v\n", ev.Name, err)
 			}
 		case <-ctx.Done():

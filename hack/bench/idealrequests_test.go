@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
 // The ideal agent with kubelet's requests asks for the pod's bound token
 // before its status write, and writes the container's three events after
-// it; the plain ideal agent makes the status write alone.
+// it through the events' client; the plain ideal agent makes the status
+// write alone.
 func TestIdealKubeletRequests(t *testing.T) {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "uid-1"},
@@ -31,10 +35,12 @@ func TestIdealKubeletRequests(t *testing.T) {
 			token = a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenRequest)
 			return true, token, nil
 		})
+		// The events go to a client of their own, as kubelet's.
+		eventClient := fake.NewClientset()
 		ctx, cancel := context.WithCancel(context.Background())
 		var r *kubeletRequests
 		if withRequests {
-			r = newKubeletRequests(client, "n1")
+			r = newKubeletRequests(client, eventClient, "n1")
 			go r.writeEvents(ctx)
 		}
 		if err := r.settle(ctx, client, pod, "192.0.2.2", "10.244.0.2"); err != nil {
@@ -44,7 +50,7 @@ func TestIdealKubeletRequests(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			var err error
-			if events, err = client.CoreV1().Events("default").List(ctx, metav1.ListOptions{}); err != nil {
+			if events, err = eventClient.CoreV1().Events("default").List(ctx, metav1.ListOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if !withRequests || len(events.Items) == 3 || time.Now().After(deadline) {
@@ -67,8 +73,8 @@ func TestIdealKubeletRequests(t *testing.T) {
 			}
 			continue
 		}
-		if len(verbs) < 2 || verbs[0] != "create serviceaccounts/token" || verbs[1] != "patch pods/status" {
-			t.Fatalf("requests %v, want the token request, then the status patch, then events", verbs)
+		if len(verbs) != 2 || verbs[0] != "create serviceaccounts/token" || verbs[1] != "patch pods/status" {
+			t.Fatalf("requests %v, want the token request, then the status patch (the events on their own client)", verbs)
 		}
 		ref := token.Spec.BoundObjectRef
 		if ref == nil || ref.Kind != "Pod" || ref.Name != "p" || ref.UID != "uid-1" || *token.Spec.ExpirationSeconds != tokenSeconds {
@@ -83,6 +89,49 @@ func TestIdealKubeletRequests(t *testing.T) {
 		}
 		if len(events.Items) != 3 || !reasons["Pulled"] || !reasons["Created"] || !reasons["Started"] {
 			t.Errorf("%d events with reasons %v, want Pulled, Created and Started", len(events.Items), reasons)
+		}
+	}
+}
+
+// ideal-limited's clients get the agents' limits, the events a client of
+// their own; the other ideal agents share one client that never waits.
+func TestIdealClientConfigs(t *testing.T) {
+	rc := &rest.Config{Host: "https://127.0.0.1:6443"}
+	client, events, err := idealClientConfigs(rc, idealConfig{})
+	if err != nil || client != events || client.QPS != idealQPS || client.Burst != idealQPS {
+		t.Errorf("no limits: client %+v, events %+v (same: %v), %v; want one client of QPS and burst %d",
+			client, events, client == events, err, idealQPS)
+	}
+	var o options
+	if err := o.validateAPILimits(); err != nil {
+		t.Fatal(err)
+	}
+	c := idealConfig{}
+	fs := flag.NewFlagSet(idealCommand, flag.ContinueOnError)
+	c.flags(fs)
+	if err := fs.Parse(o.idealLimits()); err != nil {
+		t.Fatalf("idealLimits %v: %v", o.idealLimits(), err)
+	}
+	client, events, err = idealClientConfigs(rc, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client == events || client.QPS != upstreamAPIQPS || client.Burst != upstreamAPIBurst ||
+		events.QPS != upstreamEventQPS || events.Burst != upstreamEventBurst || rc.QPS != 0 {
+		t.Errorf("upstream's limits: client %g/%d, events %g/%d (same: %v), given config's QPS %g; want %d/%d and %d/%d apart, the given config untouched",
+			client.QPS, client.Burst, events.QPS, events.Burst, client == events, rc.QPS,
+			upstreamAPIQPS, upstreamAPIBurst, upstreamEventQPS, upstreamEventBurst)
+	}
+	o = options{apiQPS: 20}
+	if err := o.validateAPILimits(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(o.idealLimits(), " "), "--qps=20 --burst=40 --event-qps=50 --event-burst=100"; got != want {
+		t.Errorf("--kube-api-qps=20: ideal-limited's flags %q, want %q", got, want)
+	}
+	for _, bad := range []idealConfig{{qps: 10}, {eventQPS: 10}, {qps: -1, burst: 1}, {burst: 5}} {
+		if _, _, err := idealClientConfigs(rc, bad); err == nil {
+			t.Errorf("%+v: no error", bad)
 		}
 	}
 }

@@ -78,7 +78,14 @@
 // status write, and after it the container's three events (Pulled, image
 // already present; Created; Started), written one at a time by one
 // goroutine as kubelet's event broadcaster writes them: the floor the
-// API server allows an agent that sends what kubelet sends.
+// API server allows an agent that sends what kubelet sends. The limited
+// ideal agent (--agents ideal-limited) is that agent through kubelet's
+// client rate limits: the token requests, status writes, Node, Lease and
+// watch on one client limited by the agents' kubeAPIQPS and kubeAPIBurst
+// (upstream's 50 and 100, or --kube-api-qps and --kube-api-burst), the
+// events on a client of their own limited by eventRecordQPS and
+// eventBurst (upstream's 50 and 100), as kubelet builds its two clients:
+// the floor for an agent that sends what kubelet sends within its limits.
 //
 // The workload: once the node is Ready, N busybox pods (`sleep 3600`,
 // imagePullPolicy IfNotPresent, image present, so nothing is pulled,
@@ -145,11 +152,27 @@ const (
 	// agentIdealRequests is the ideal agent making, for each pod, the
 	// requests kubelet makes for it on this workload (see idealMain).
 	agentIdealRequests = "ideal-requests"
+	// agentIdealLimited is agentIdealRequests through kubelet's client
+	// rate limits (see idealMain).
+	agentIdealLimited = "ideal-limited"
+)
+
+// Upstream's defaults for the agents' client rate limits
+// (KubeletConfiguration kubeAPIQPS, kubeAPIBurst, eventRecordQPS,
+// eventBurst), which the bench leaves to both agents unless
+// --kube-api-qps sets the first two.
+const (
+	upstreamAPIQPS     = 50
+	upstreamAPIBurst   = 100
+	upstreamEventQPS   = 50
+	upstreamEventBurst = 100
 )
 
 // isIdeal reports whether the agent is one of the ideal agents: this
 // binary as a child, with no runtime, cgroups or profiling handler.
-func isIdeal(agent string) bool { return agent == agentIdeal || agent == agentIdealRequests }
+func isIdeal(agent string) bool {
+	return agent == agentIdeal || agent == agentIdealRequests || agent == agentIdealLimited
+}
 
 type options struct {
 	pods   int
@@ -193,7 +216,7 @@ func main() {
 		os.Exit(residencyMain(os.Args[2:]))
 	}
 	var o options
-	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet, ideal and ideal-requests")
+	agents := flag.String("agents", agentFull+","+agentKubelet, "agents to bench, in order: any of fullagent, kubelet, ideal, ideal-requests and ideal-limited")
 	flag.StringVar(&o.kubelet, "kubelet", "", "the upstream kubelet binary (default: _output/bench/kubelet, built on first use with upstream's release build tags)")
 	flag.StringVar(&o.runtime, "runtime", runtimeContainerd, "what the pods run on: containerd, or fake (internal/fakecri, nothing runs)")
 	flag.IntVar(&o.pods, "pods", 100, "pods to create at once")
@@ -206,7 +229,7 @@ func main() {
 	flag.BoolVar(&o.residency, "residency", false, "with --keep: write each agent's resident binary pages by package and module (pagemap; see `bench residency`) at 0 and N pods into the work directory")
 	flag.DurationVar(&o.burstProfile, "burst-profile", 0, "with --keep: profile each agent's CPU (its /debug/pprof/profile) for this long from the start of the burst into cpu-burst.pb.gz; the steady window waits for it")
 	flag.DurationVar(&o.burstTrace, "burst-trace", 0, "with --keep: trace each agent's execution (its /debug/pprof/trace) for this long from the start of the burst into trace-burst.out; the steady window waits for it")
-	flag.IntVar(&o.apiQPS, "kube-api-qps", 0, "both agents' kubeAPIQPS (default: upstream's, 50); the ideal agent has no limit")
+	flag.IntVar(&o.apiQPS, "kube-api-qps", 0, "both agents' kubeAPIQPS (default: upstream's, 50), and ideal-limited's; the other ideal agents have no limit")
 	flag.IntVar(&o.apiBurst, "kube-api-burst", 0, "with --kube-api-qps: both agents' kubeAPIBurst (default: twice the QPS)")
 	flag.Parse()
 	for _, a := range strings.Split(*agents, ",") {
@@ -265,7 +288,7 @@ func run(ctx context.Context, o options) error {
 	if bins[agentIdeal], err = os.Executable(); err != nil {
 		return err
 	}
-	bins[agentIdealRequests] = bins[agentIdeal]
+	bins[agentIdealRequests], bins[agentIdealLimited] = bins[agentIdeal], bins[agentIdeal]
 	if slices.Contains(o.agents, agentFull) {
 		logf("building fullagent")
 		if bins[agentFull], err = buildFullagent(ctx, top); err != nil {
@@ -316,6 +339,19 @@ func (o *options) apiLimits() string {
 	return fmt.Sprintf("kubeAPIQPS: %d\nkubeAPIBurst: %d\n", o.apiQPS, o.apiBurst)
 }
 
+// idealLimits is ideal-limited's command line for the agents' client
+// rate limits: kubeAPIQPS and kubeAPIBurst as apiLimits gives them to the
+// agents (upstream's when --kube-api-qps is not given), and upstream's
+// eventRecordQPS and eventBurst, which the bench does not change.
+func (o *options) idealLimits() []string {
+	qps, burst := upstreamAPIQPS, upstreamAPIBurst
+	if o.apiQPS > 0 {
+		qps, burst = o.apiQPS, o.apiBurst
+	}
+	return []string{fmt.Sprintf("--qps=%d", qps), fmt.Sprintf("--burst=%d", burst),
+		fmt.Sprintf("--event-qps=%d", upstreamEventQPS), fmt.Sprintf("--event-burst=%d", upstreamEventBurst)}
+}
+
 func (o *options) validate() error {
 	if o.runtime != runtimeContainerd && o.runtime != runtimeFake {
 		return fmt.Errorf("--runtime=%q: want containerd or fake", o.runtime)
@@ -332,7 +368,7 @@ func (o *options) validate() error {
 		return fmt.Errorf("--steady=%v: want at least 1s", o.steady)
 	}
 	if len(o.agents) == 0 {
-		return errors.New("--agents is empty: want any of fullagent, kubelet, ideal and ideal-requests")
+		return errors.New("--agents is empty: want any of fullagent, kubelet, ideal, ideal-requests and ideal-limited")
 	}
 	if err := o.validatePull(); err != nil {
 		return err
@@ -343,7 +379,7 @@ func (o *options) validate() error {
 	seen := map[string]bool{}
 	for _, a := range o.agents {
 		if a != agentFull && a != agentKubelet && !isIdeal(a) {
-			return fmt.Errorf("--agents: unknown agent %q: want fullagent, kubelet, ideal or ideal-requests", a)
+			return fmt.Errorf("--agents: unknown agent %q: want fullagent, kubelet, ideal, ideal-requests or ideal-limited", a)
 		}
 		if seen[a] {
 			return fmt.Errorf("--agents: %q given twice", a)
