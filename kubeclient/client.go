@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -27,8 +26,6 @@ type Client struct {
 	scheme *Scheme
 	core, coordination, storage, resource, node, certificates,
 	authentication, authorization *rest.RESTClient
-	// limiter is every request's rate limiter, nil without one.
-	limiter *turnLimiter
 }
 
 var _ Interface = (*Client)(nil)
@@ -54,15 +51,11 @@ func New(cfg *rest.Config, scheme *Scheme) (*Client, error) {
 		}
 		c.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(c.QPS, c.Burst)
 	}
-	cl := &Client{scheme: scheme}
-	if c.RateLimiter != nil {
-		cl.limiter = &turnLimiter{c.RateLimiter}
-		c.RateLimiter = cl.limiter
-	}
 	httpClient, err := rest.HTTPClientFor(&c)
 	if err != nil {
 		return nil, fmt.Errorf("kubeclient: %w", err)
 	}
+	cl := &Client{scheme: scheme}
 	for _, g := range []struct {
 		into *(*rest.RESTClient)
 		gv   schema.GroupVersion
@@ -81,40 +74,6 @@ func New(cfg *rest.Config, scheme *Scheme) (*Client, error) {
 		}
 	}
 	return cl, nil
-}
-
-// Turn waits for the client's rate limiter as a request would, and
-// returns a context whose first request through the client does not wait
-// again: the caller can take its turn first and decide what to send when
-// it has it (statusmgr writes the newest status then, not the one it had
-// when it began to wait). A turn left unspent is lost, as a request that
-// was never sent. Without a rate limiter it returns ctx at once.
-func (c *Client) Turn(ctx context.Context) (context.Context, error) {
-	if c.limiter == nil {
-		return ctx, nil
-	}
-	if err := c.limiter.RateLimiter.Wait(ctx); err != nil {
-		return ctx, err
-	}
-	return context.WithValue(ctx, turnKey{}, &turn{}), nil
-}
-
-// turnLimiter is the client's rate limiter: a request whose context holds
-// an unspent turn (Turn) spends it instead of waiting.
-type turnLimiter struct {
-	flowcontrol.RateLimiter
-}
-
-type turnKey struct{}
-
-// turn is one wait on the limiter already done; spent once.
-type turn struct{ spent atomic.Bool }
-
-func (l *turnLimiter) Wait(ctx context.Context) error {
-	if t, ok := ctx.Value(turnKey{}).(*turn); ok && t.spent.CompareAndSwap(false, true) {
-		return nil
-	}
-	return l.RateLimiter.Wait(ctx)
 }
 
 // restClientFor is one group version's client, configured as a generated

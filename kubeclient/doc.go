@@ -20,10 +20,7 @@
 // shares one token-bucket rate limiter built from the rest.Config's QPS
 // and Burst, so an agent that moves from the clientset to a Client keeps
 // the request budget its operator configured (KubeletConfiguration
-// kubeAPIQPS and kubeAPIBurst). Client.Turn lets a caller wait for that
-// limiter before it decides what to send (client-go has no such call): the
-// first request under the turn does not wait again, so the budget is the
-// same.
+// kubeAPIQPS and kubeAPIBurst).
 //
 // The resource interfaces (Pods, Nodes, Leases, ...) carry the methods a
 // node agent calls with client-go's signatures, so the typed clients of a

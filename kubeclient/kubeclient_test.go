@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/nodekit/nodekit/kubeclient"
 	"github.com/nodekit/nodekit/kubeclient/clientgo"
@@ -303,63 +301,5 @@ func TestSchemeHasOnlyTheAgentsGroups(t *testing.T) {
 	}
 	if p, ok := out.(*corev1.Pod); !ok || p.Name != "p" {
 		t.Errorf("decoded %#v, want pod p", out)
-	}
-}
-
-// countingLimiter counts its waits.
-type countingLimiter struct {
-	flowcontrol.RateLimiter
-	waits atomic.Int32
-}
-
-func (l *countingLimiter) Wait(context.Context) error {
-	l.waits.Add(1)
-	return nil
-}
-
-// TestTurn: a turn taken waits on the client's limiter once, the first
-// request under it does not wait again, and a second one, or one without
-// the turn, does.
-func TestTurn(t *testing.T) {
-	rec := &recorder{}
-	srv := httptest.NewServer(rec)
-	t.Cleanup(srv.Close)
-	lim := &countingLimiter{}
-	c, err := kubeclient.New(&rest.Config{Host: srv.URL, RateLimiter: lim}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	get := func(ctx context.Context) {
-		t.Helper()
-		if _, err := c.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, err := c.Turn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, want := range []int32{1, 1, 2} {
-		if i > 0 {
-			get(ctx)
-		}
-		if got := lim.waits.Load(); got != want {
-			t.Errorf("after the turn and %d requests under it: %d waits, want %d", i, got, want)
-		}
-	}
-	get(t.Context())
-	if got := lim.waits.Load(); got != 3 {
-		t.Errorf("a request without the turn: %d waits in all, want 3", got)
-	}
-	if n := len(rec.take()); n != 3 {
-		t.Errorf("%d requests reached the server, want 3", n)
-	}
-	// Without a limiter, a turn is the context itself.
-	free, err := kubeclient.New(&rest.Config{Host: srv.URL, QPS: -1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := free.Turn(t.Context()); err != nil || got != t.Context() {
-		t.Errorf("no limiter: Turn gave %v, %v; want the context back", got, err)
 	}
 }

@@ -50,17 +50,6 @@ func NewAPISink(client kubeclient.Interface) *APISink {
 	return &APISink{client: client, written: map[types.UID]writtenStatus{}}
 }
 
-// Turn waits for the client's rate limiter when the client can take a
-// turn ahead of its request (kubeclient.Client.Turn), and returns the
-// context whose first request does not wait again; otherwise it returns
-// ctx. The manager takes the turn before it picks the status to write.
-func (s *APISink) Turn(ctx context.Context) (context.Context, error) {
-	if t, ok := s.client.(turnTaker); ok {
-		return t.Turn(ctx)
-	}
-	return ctx, nil
-}
-
 // SetPodStatus patches the pod's status subresource with a strategic merge
 // patch. The patch is computed against the newest version of the pod the
 // sink knows without asking: pod itself (an informer's copy, as

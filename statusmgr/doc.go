@@ -19,10 +19,7 @@
 // precondition, computed against the newest version of the pod it knows —
 // the informer's copy, or its own last write's response — with that
 // version's resourceVersion as precondition, so a patch needs no GET unless
-// someone else wrote the pod; final deletion with grace period 0; over a
-// kubeclient.Client it waits for the client's rate limit before the
-// manager picks the status to write, so a pod that started during the
-// wait is written once, Running, not Pending then Running) and
+// someone else wrote the pod; final deletion with grace period 0) and
 // MirrorClient creates
 // and deletes mirror pods. NodeReporter registers the Node and keeps its
 // status — capacity from a MachineInfo, addresses, nodeInfo, conditions from

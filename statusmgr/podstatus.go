@@ -1,7 +1,6 @@
 package statusmgr
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -348,14 +347,6 @@ type podForgetter interface {
 // of the pod has caught up with it (APISink: its last write's response).
 type catchUp interface {
 	CaughtUp(pod *v1.Pod)
-}
-
-// turnTaker is a sink whose writes wait their turn on a rate limit and
-// that can wait for it before the write is chosen (APISink over a
-// kubeclient.Client): the returned context's first request does not wait
-// again.
-type turnTaker interface {
-	Turn(ctx context.Context) (context.Context, error)
 }
 
 // RemoveOrphanedStatuses forgets every pod whose UID is not in keep. The

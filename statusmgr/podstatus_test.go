@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -737,88 +736,5 @@ func TestSyncWritesTheNewestStatus(t *testing.T) {
 	mustSync(t, m)
 	if sets := sink.takeSets(); len(sets) != 1 || sets[0].name != "a" || sets[0].status.Phase != v1.PodRunning {
 		t.Errorf("after a's change, writes %v, want a's Running status", sets)
-	}
-}
-
-// turnSink is a hookSink that takes turns: onTurn runs while the turn is
-// waited for, and the context it returns carries turnMark.
-type turnSink struct {
-	hookSink
-	onTurn func()
-	turns  int
-	// marked counts the writes made with a turn's context.
-	marked int
-}
-
-type turnMark struct{}
-
-func (s *turnSink) Turn(ctx context.Context) (context.Context, error) {
-	s.turns++
-	if s.onTurn != nil {
-		s.onTurn()
-	}
-	return context.WithValue(ctx, turnMark{}, true), nil
-}
-
-func (s *turnSink) SetPodStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) error {
-	if ctx.Value(turnMark{}) != nil {
-		s.marked++
-	}
-	return s.hookSink.SetPodStatus(ctx, pod, st)
-}
-
-// TestSyncTakesTheTurnFirst: with a sink that can wait for its rate limit
-// ahead of the write, the manager waits first and then picks the status,
-// so a pod that starts during the wait is written once, Running, with the
-// turn's context.
-func TestSyncTakesTheTurnFirst(t *testing.T) {
-	sink := &turnSink{}
-	m, _, _ := newTestManager(t, Config{Sink: sink})
-	a := testPod("a", "c")
-	mustSet(t, m, a, v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}})
-	sink.onTurn = func() {
-		sink.onTurn = nil
-		mustSet(t, m, a, runningStatus(running("c", true)))
-	}
-	mustSync(t, m)
-	sets := sink.takeSets()
-	if len(sets) != 1 || sets[0].name != "a" || sets[0].status.Phase != v1.PodRunning {
-		t.Fatalf("writes %v, want a's Running status alone", sets)
-	}
-	if sink.turns != 1 || sink.marked != 1 {
-		t.Errorf("%d turns, %d writes with the turn's context; want 1 and 1", sink.turns, sink.marked)
-	}
-	mustSync(t, m)
-	if sets := sink.takeSets(); len(sets) != 0 || sink.turns != 1 {
-		t.Errorf("the next sync wrote %v (%d turns in all); a's newest status was already written", sets, sink.turns)
-	}
-}
-
-// TestSyncWritesChangedPodsFirst: once a writer has its turn, a pod whose
-// status changed since the sync was planned goes before the pods still as
-// planned, and every turn taken writes a pod.
-func TestSyncWritesChangedPodsFirst(t *testing.T) {
-	sink := &turnSink{}
-	m, _, _ := newTestManager(t, Config{Sink: sink})
-	pending := v1.PodStatus{Phase: v1.PodPending, ContainerStatuses: []v1.ContainerStatus{waiting("c")}}
-	a, b, c := testPod("a", "c"), testPod("b", "c"), testPod("c", "c")
-	for _, p := range []*v1.Pod{a, b, c} {
-		mustSet(t, m, p, pending)
-	}
-	sink.onTurn = func() {
-		sink.onTurn = nil // c starts while the first write waits its turn
-		mustSet(t, m, c, runningStatus(running("c", true)))
-	}
-	mustSync(t, m)
-	sets := sink.takeSets()
-	var got []string
-	for _, s := range sets {
-		got = append(got, s.name+":"+string(s.status.Phase))
-	}
-	if want := []string{"c:Running", "a:Pending", "b:Pending"}; !slices.Equal(got, want) {
-		t.Errorf("writes %v, want %v", got, want)
-	}
-	if sink.turns != 3 || sink.marked != 3 {
-		t.Errorf("%d turns, %d writes with a turn's context; want 3 and 3", sink.turns, sink.marked)
 	}
 }

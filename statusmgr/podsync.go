@@ -97,7 +97,7 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 		defer errMu.Unlock()
 		errs = append(errs, err)
 	}
-	run := func(ctx context.Context, j *job) {
+	run := func(j *job) {
 		if j.publish {
 			m.refresh(j, &visited[j.visit])
 			if err := m.sink.SetPodStatus(ctx, j.target, &j.status); err != nil {
@@ -118,32 +118,26 @@ func (m *Manager) sync(ctx context.Context, all bool) error {
 			logger.V(3).Info("Deleted finished pod", "pod", klog.KObj(j.pod), "podUID", j.pod.UID)
 		}
 	}
-	// m.parallel writers; each takes its turn on the sink, then the job
-	// to run (jobQueue.pick).
-	q := &jobQueue{jobs: jobs}
-	writer := func() {
-		for ctx.Err() == nil && q.claim() {
-			wctx, err := m.turn(ctx)
-			j := q.pick(m)
-			if err != nil {
-				failed(fmt.Errorf("pod %s/%s: %w", j.pod.Namespace, j.pod.Name, err))
-				return
-			}
-			run(wctx, &j)
+	// Up to m.parallel jobs at once, started in the plan's order.
+	sem := make(chan struct{}, m.parallel)
+	var wg sync.WaitGroup
+	for i := range jobs {
+		sem <- struct{}{}
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return errors.Join(append(errs, err)...)
 		}
-	}
-	if m.parallel == 1 {
-		writer()
-	} else {
-		var wg sync.WaitGroup
-		for range m.parallel {
-			wg.Go(writer)
+		if m.parallel == 1 {
+			run(&jobs[i])
+			<-sem
+			continue
 		}
-		wg.Wait()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			run(&jobs[i])
+		})
 	}
-	if err := ctx.Err(); err != nil {
-		return errors.Join(append(errs, err)...)
-	}
+	wg.Wait()
 	if all {
 		for uid := range m.sent {
 			if !live[uid] {
@@ -278,68 +272,12 @@ func (m *Manager) plan(all bool) ([]job, map[types.UID]bool, []visit) {
 	return jobs, live, visited
 }
 
-// jobQueue hands a sync's jobs to its writers. A writer claims a job
-// before it waits for its turn on the sink, so no turn is taken for a job
-// another writer ran, and picks which one once it has the turn: the first
-// job (in the plan's order) whose pod's status changed since the plan,
-// else the first job. In a burst on a rate-limited client, a pod planned
-// as Pending that started while the writers waited is written Running
-// first, and a pod still Pending is written later, often Running by then:
-// one write each instead of two.
-type jobQueue struct {
-	mu      sync.Mutex
-	jobs    []job
-	claimed int // claims not yet picked
-}
-
-// claim reserves a job for the caller's next pick; false when none is
-// left.
-func (q *jobQueue) claim() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.jobs) <= q.claimed {
-		return false
-	}
-	q.claimed++
-	return true
-}
-
-// pick takes the claimed job: the first whose pod's status is newer than
-// the plan's, else the first.
-func (q *jobQueue) pick(m *Manager) job {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.claimed--
-	i := max(0, slices.IndexFunc(q.jobs, func(j job) bool { return j.publish && m.changedSince(j) }))
-	j := q.jobs[i]
-	q.jobs = slices.Delete(q.jobs, i, i+1)
-	return j
-}
-
-// changedSince reports whether the pod's status is newer than the job's.
-func (m *Manager) changedSince(j job) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e := m.entries[j.uid]
-	return e != nil && !e.deleted && e.version > j.version
-}
-
-// turn waits for the sink's rate limit, when the sink can wait for it
-// ahead of the write (turnTaker), and returns the context to write with.
-func (m *Manager) turn(ctx context.Context) (context.Context, error) {
-	if t, ok := m.sink.(turnTaker); ok {
-		return t.Turn(ctx)
-	}
-	return ctx, nil
-}
-
 // refresh gives a job about to be published the pod's newest status, when
 // it changed after the sync was planned. A sync writes one pod after
 // another, each waiting its turn on the sink (the API client's rate
-// limit, taken before refresh when the sink can: turn): in a burst, a pod
-// planned as Pending has often started by its turn, and the status it is
-// in then is written, once, instead of the Pending one followed by the
-// Running one in the next sync. Statuses only
+// limit): in a burst, a pod planned as Pending has often started by its
+// turn, and the status it is in then is written, once, instead of the
+// Pending one followed by the Running one in the next sync. Statuses only
 // move forwards (see updateLocked), so the newer one is what a second
 // write would publish; the remove decision of the plan stands (a terminal
 // status stays terminal).
