@@ -99,6 +99,9 @@ func idealClientConfigs(rc *rest.Config, c idealConfig) (client, events *rest.Co
 	if (c.qps > 0) != (c.burst > 0) || (c.eventQPS > 0) != (c.eventBurst > 0) {
 		return nil, nil, fmt.Errorf("a QPS needs its burst: qps %d, burst %d, event qps %d, event burst %d", c.qps, c.burst, c.eventQPS, c.eventBurst)
 	}
+	if c.eventQPS > 0 && !c.kubeletRequests {
+		return nil, nil, fmt.Errorf("event qps %d needs --kubelet-requests: without it the ideal agent writes no events", c.eventQPS)
+	}
 	client = rest.CopyConfig(rc)
 	client.QPS, client.Burst = idealQPS, idealQPS
 	if c.qps > 0 {

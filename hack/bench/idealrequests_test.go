@@ -109,7 +109,8 @@ func TestIdealClientConfigs(t *testing.T) {
 	c := idealConfig{}
 	fs := flag.NewFlagSet(idealCommand, flag.ContinueOnError)
 	c.flags(fs)
-	if err := fs.Parse(o.idealLimits()); err != nil {
+	// startAgent gives ideal-limited --kubelet-requests and idealLimits.
+	if err := fs.Parse(append([]string{"--kubelet-requests"}, o.idealLimits()...)); err != nil {
 		t.Fatalf("idealLimits %v: %v", o.idealLimits(), err)
 	}
 	client, events, err = idealClientConfigs(rc, c)
@@ -129,7 +130,8 @@ func TestIdealClientConfigs(t *testing.T) {
 	if got, want := strings.Join(o.idealLimits(), " "), "--qps=20 --burst=40 --event-qps=50 --event-burst=100"; got != want {
 		t.Errorf("--kube-api-qps=20: ideal-limited's flags %q, want %q", got, want)
 	}
-	for _, bad := range []idealConfig{{qps: 10}, {eventQPS: 10}, {qps: -1, burst: 1}, {burst: 5}} {
+	for _, bad := range []idealConfig{{qps: 10}, {eventQPS: 10, kubeletRequests: true}, {qps: -1, burst: 1}, {burst: 5},
+		{eventQPS: 10, eventBurst: 20}} {
 		if _, _, err := idealClientConfigs(rc, bad); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
