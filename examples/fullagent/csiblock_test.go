@@ -88,6 +88,13 @@ func testBlockPod(t *testing.T, e *env, drv *csitest.Process) {
 	if !slices.Contains(loopBackingFiles(t), global) {
 		t.Errorf("no loop device on %s: %q", global, loopBackingFiles(t))
 	}
+	// The publish path is a mount under the root while the pod runs, so
+	// the check after it goes below looks where the mounts are.
+	if !slices.ContainsFunc(rootMounts(t, e.rootDir), func(l string) bool {
+		return strings.Contains(l, "/volumeDevices/publish/pv-block/"+string(p.UID)+" ")
+	}) {
+		t.Errorf("no mount on the publish path under %s: %q", e.rootDir, rootMounts(t, e.rootDir))
+	}
 	deletePodAndWait(t, e, "csi-block")
 	waitCall(t, drv, "NodeUnstageVolume vol-block")
 	for _, f := range loopBackingFiles(t) {
@@ -95,7 +102,9 @@ func testBlockPod(t *testing.T, e *env, drv *csitest.Process) {
 			t.Errorf("loop device left on %s", f)
 		}
 	}
-	for _, l := range strings.Split(mounts(t), "\n") {
+	// Only this agent's root: another run's mounts on the machine are not
+	// this pod's.
+	for _, l := range rootMounts(t, e.rootDir) {
 		if strings.Contains(l, "/volumeDevices/") || strings.Contains(l, "/pods/"+string(p.UID)+"/") {
 			t.Errorf("mount left behind: %s", l)
 		}
