@@ -88,7 +88,7 @@ type checkpointFile struct {
 type Store struct {
 	path   string
 	noSync bool
-	// write replaces the file at path with data (fsutil.WriteFileAtomic;
+	// write replaces the file at path with data (fsutil.WriteFileSwap;
 	// tests hold or fail writes through it).
 	write func(path string, data []byte) error
 
@@ -117,7 +117,7 @@ type Store struct {
 func OpenStore(dir, file string) (*Store, error) {
 	s := &Store{pods: map[types.UID]PodResources{}, encoded: map[types.UID][]byte{}, last: map[types.UID]uint64{}}
 	s.write = func(path string, data []byte) error {
-		return fsutil.WriteFileAtomic(path, data, 0o600, fsutil.NoSync(s.noSync))
+		return fsutil.WriteFileSwap(path, data, 0o600, fsutil.NoSync(s.noSync))
 	}
 	if dir == "" {
 		return s, nil

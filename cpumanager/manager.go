@@ -186,7 +186,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 func (m *Manager) persist(st state) error {
 	b, err := encodeCheckpoint(m.policy, st)
 	if err == nil {
-		err = fsutil.WriteFileAtomic(m.path, b, 0o644, fsutil.NoSync(m.noSync))
+		err = fsutil.WriteFileSwap(m.path, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("cpumanager: write checkpoint %s: %w", m.path, err)

@@ -68,7 +68,7 @@ func (m *Manager) persist() error {
 		b, err = checkpoint.Marshal(entries, registered)
 	}
 	if err == nil {
-		err = fsutil.WriteFileAtomic(m.ckPath, b, 0o644, fsutil.NoSync(m.noSync))
+		err = fsutil.WriteFileSwap(m.ckPath, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("devicemgr: write checkpoint %s: %w", m.ckPath, err)

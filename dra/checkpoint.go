@@ -93,7 +93,8 @@ func readCheckpoint(path string) ([]claimState, error) {
 }
 
 // writeCheckpoint replaces the checkpoint at path with claims, atomically
-// (a crash leaves the old or the new one).
+// (a crash leaves the old or the new one; fsutil.WriteFileSwap, so the
+// companion .<name>.swap beside it holds the previous one).
 func writeCheckpoint(path string, claims []claimState) error {
 	if claims == nil {
 		claims = []claimState{}
@@ -109,7 +110,7 @@ func writeCheckpoint(path string, claims []claimState) error {
 	if err != nil {
 		return fmt.Errorf("encode DRA checkpoint: %w", err)
 	}
-	if err := fsutil.WriteFileAtomic(path, blob, 0o600); err != nil {
+	if err := fsutil.WriteFileSwap(path, blob, 0o600); err != nil {
 		return fmt.Errorf("write DRA checkpoint: %w", err)
 	}
 	return nil

@@ -209,7 +209,7 @@ func reservation(machine *topology.Machine, list []kubeletconfig.MemoryReservati
 func (m *Manager) persist(st state) error {
 	b, err := encodeCheckpoint(m.policy, st)
 	if err == nil {
-		err = fsutil.WriteFileAtomic(m.path, b, 0o644, fsutil.NoSync(m.noSync))
+		err = fsutil.WriteFileSwap(m.path, b, 0o644, fsutil.NoSync(m.noSync))
 	}
 	if err != nil {
 		return fmt.Errorf("memorymanager: write checkpoint %s: %w", m.path, err)

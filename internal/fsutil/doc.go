@@ -3,7 +3,10 @@
 // the old content or the new, never a mix, and the new name survives once
 // the call returns. Every package that keeps state or generated files on the
 // node (checkpoints, kubeconfigs, certificates, hosts files) writes through
-// it instead of carrying its own copy.
+// it instead of carrying its own copy. WriteFileSwap is the same promise
+// for a file one writer rewrites many times (a checkpoint written per pod):
+// it exchanges the file with a fixed companion instead of renaming a new
+// temporary file over it, so a write creates and frees no inode.
 //
 // Mounts parses the process's mount table (/proc/self/mountinfo: mount
 // point, file system type, source, options, octal escapes decoded) once
