@@ -274,3 +274,14 @@ func TestFSV2NotARoot(t *testing.T) {
 		t.Fatalf("newFSDriver on a directory without cgroup.controllers: %v", err)
 	}
 }
+
+func TestFSV1ApplyAncestorNotADirectory(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	root := fakeV1Root(t)
+	writeT(t, filepath.Join(root, "memory", "kubepods"), "a file where a cgroup should be")
+	d := newTestFS(t, root, V1, &killRecorder{})
+	err := d.Apply(ctx, CgroupName{"kubepods", "besteffort", "pod1"}, nil)
+	if err == nil || !strings.Contains(err.Error(), filepath.Join(root, "memory", "kubepods")) {
+		t.Fatalf("Apply below a file: %v, want an error naming %s", err, filepath.Join(root, "memory", "kubepods"))
+	}
+}

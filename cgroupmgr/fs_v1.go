@@ -54,19 +54,45 @@ func (d *fsDriver) applyV1(_ context.Context, name CgroupName, rc *ResourceConfi
 // mkdirV1 creates the directories of a cgroup, given as its path
 // components below the mount point, in h. In the cpuset hierarchy a new
 // cgroup starts with no CPUs and no memory nodes and takes no process
-// until given some: each level gets its parent's.
+// until given some: each level gets its parent's, so there every level is
+// walked. Elsewhere the cgroup itself is made first and its ancestors only
+// when it reports one missing: a pod's cgroup is made once per pod in
+// each hierarchy, below ancestors that nearly always exist.
 func mkdirV1(h hierarchy, parts []string) error {
+	if h.controllers["cpuset"] {
+		return mkdirV1Walk(h, parts)
+	}
+	return mkdirV1Leaf(h, parts)
+}
+
+func mkdirV1Leaf(h hierarchy, parts []string) error {
+	if len(parts) == 0 {
+		return nil
+	}
+	dir := filepath.Join(h.dir, filepath.Join(parts...))
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := mkdirV1Leaf(h, parts[:len(parts)-1]); err != nil {
+			return err
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cgroupmgr: create %s: %w", dir, err)
+	}
+	return nil
+}
+
+func mkdirV1Walk(h hierarchy, parts []string) error {
 	parent := h.dir
 	for i := range parts {
 		dir := filepath.Join(parent, parts[i])
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroupmgr: create %s: %w", dir, err)
 		}
-		if h.controllers["cpuset"] {
-			for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
-				if err := inheritCpuset(parent, dir, file); err != nil {
-					return err
-				}
+		for _, file := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if err := inheritCpuset(parent, dir, file); err != nil {
+				return err
 			}
 		}
 		parent = dir
