@@ -34,14 +34,13 @@ func SwapName(path string) string {
 //
 // Where path does not exist yet, is not a regular file, or the file
 // system cannot exchange names, the companion is renamed over path
-// instead (the old file, if
-// any, is freed, as WriteFileAtomic would). The caller must be the only
-// writer of path: two writers would share the companion. A reader that
-// keeps path open across two writes may read the second write's bytes
-// (its file became the companion); a reader that opens path per read
-// sees one whole write, as with WriteFileAtomic. On an error
-// path keeps its old content; the companion may hold part of data and is
-// truncated by the next write. The directory must exist.
+// instead (the old file, if any, is freed, as WriteFileAtomic would). The
+// caller must be the only writer of path: two writers would share the
+// companion. A reader that keeps path open across two writes may read the
+// second write's bytes (its file became the companion); a reader that
+// opens path per read sees one whole write, as with WriteFileAtomic. On
+// an error path keeps its old content; the companion may hold part of
+// data and is truncated by the next write. The directory must exist.
 func WriteFileSwap(path string, data []byte, perm fs.FileMode, opts ...Option) error {
 	var o options
 	for _, opt := range opts {
@@ -62,19 +61,8 @@ func WriteFileSwap(path string, data []byte, perm fs.FileMode, opts ...Option) e
 	if err := writeCompanion(swap, data, perm, !o.noSync); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	var err error
-	if exchange {
-		err = unix.Renameat2(unix.AT_FDCWD, swap, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
-	}
-	if !exchange || err != nil {
-		if err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("write %s: exchange with %s: %w", path, filepath.Base(swap), err)
-		}
-		// ENOENT: path went missing since the Lstat; the others: a
-		// file system without exchange.
-		if err := os.Rename(swap, path); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
+	if err := swapInto(swap, path, exchange); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if o.noSync {
 		return nil
@@ -83,6 +71,24 @@ func WriteFileSwap(path string, data []byte, perm fs.FileMode, opts ...Option) e
 		return fmt.Errorf("write %s: fsync directory: %w", path, err)
 	}
 	return nil
+}
+
+// swapInto puts the companion swap at path: by exchanging the two names
+// when exchange is set, by a rename when it is not or when the exchange
+// cannot be made (path gone since the caller looked: ENOENT; a file
+// system without exchange: EINVAL, ENOSYS, EOPNOTSUPP).
+func swapInto(swap, path string, exchange bool) error {
+	if exchange {
+		err := unix.Renameat2(unix.AT_FDCWD, swap, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) &&
+			!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("exchange with %s: %w", filepath.Base(swap), err)
+		}
+	}
+	return os.Rename(swap, path)
 }
 
 // writeCompanion writes data into the file at name, reusing the file if it
