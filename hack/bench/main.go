@@ -206,6 +206,8 @@ type options struct {
 	// kubeAPIQPS and kubeAPIBurst (--kube-api-qps, --kube-api-burst)
 	// instead of upstream's defaults (50 and 100).
 	apiQPS, apiBurst int
+	// repeat is how many rounds of the agents run (--repeat).
+	repeat int
 }
 
 func main() {
@@ -229,6 +231,7 @@ func main() {
 	flag.BoolVar(&o.residency, "residency", false, "with --keep: write each agent's resident binary pages by package and module (pagemap; see `bench residency`) at 0 and N pods into the work directory")
 	flag.DurationVar(&o.burstProfile, "burst-profile", 0, "with --keep: profile each agent's CPU (its /debug/pprof/profile) for this long from the start of the burst into cpu-burst.pb.gz; the steady window waits for it")
 	flag.DurationVar(&o.burstTrace, "burst-trace", 0, "with --keep: trace each agent's execution (its /debug/pprof/trace) for this long from the start of the burst into trace-burst.out; the steady window waits for it")
+	flag.IntVar(&o.repeat, "repeat", 1, "rounds to run, the agents' order turned by one each round; with more than one, each round's report and then the medians over the rounds")
 	flag.IntVar(&o.apiQPS, "kube-api-qps", 0, "both agents' kubeAPIQPS (default: upstream's, 50), and ideal-limited's; the other ideal agents have no limit")
 	flag.IntVar(&o.apiBurst, "kube-api-burst", 0, "with --kube-api-qps: both agents' kubeAPIBurst (default: twice the QPS)")
 	flag.Parse()
@@ -296,22 +299,47 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	machine := describeMachine()
-	var results []*result
-	for _, a := range o.agents {
-		logf("%s: starting a fresh control plane and %s runtime", a, o.runtime)
-		r, err := runOne(ctx, a, bins[a], filepath.Join(top, a), o)
+	var rounds [][]*result
+	for i := range o.repeat {
+		dir := top
+		if o.repeat > 1 {
+			dir = filepath.Join(top, fmt.Sprintf("round%d", i+1))
+			logf("round %d of %d", i+1, o.repeat)
+		}
+		results, err := runRound(ctx, roundOrder(o.agents, i), bins, dir, o)
 		if err != nil {
-			return fmt.Errorf("%s: %w", a, err)
+			return err
+		}
+		machine.runtime = results[len(results)-1].runtime
+		if o.repeat > 1 {
+			fmt.Fprintf(os.Stdout, "\n## Round %d of %d\n", i+1, o.repeat)
+		}
+		printReport(os.Stdout, machine, o, kubeletVersion, results)
+		rounds = append(rounds, results)
+	}
+	if o.repeat > 1 {
+		printMedians(os.Stdout, o, kubeletVersion, rounds)
+	}
+	return nil
+}
+
+// runRound runs each agent in order, each with a fresh control plane and
+// runtime in its own directory under dir.
+func runRound(ctx context.Context, order []string, bins map[string]string, dir string, o options) ([]*result, error) {
+	var results []*result
+	for _, a := range order {
+		logf("%s: starting a fresh control plane and %s runtime", a, o.runtime)
+		r, err := runOne(ctx, a, bins[a], filepath.Join(dir, a), o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a, err)
 		}
 		if !isIdeal(a) {
 			r.build = buildTags(bins[a])
 		}
 		results = append(results, r)
 		logf("%s: done", a)
-		machine.runtime = r.runtime
 	}
-	printReport(os.Stdout, machine, o, kubeletVersion, results)
-	return nil
+	return results, nil
 }
 
 // validateAPILimits checks --kube-api-qps and --kube-api-burst and fills
@@ -363,6 +391,9 @@ func (o *options) validate() error {
 	o.containerd = v
 	if o.pods < 1 {
 		return fmt.Errorf("--pods=%d: want at least 1", o.pods)
+	}
+	if o.repeat < 1 {
+		return fmt.Errorf("--repeat=%d: want at least 1", o.repeat)
 	}
 	if o.steady < time.Second {
 		return fmt.Errorf("--steady=%v: want at least 1s", o.steady)
