@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -249,4 +250,33 @@ func (e *env) startCSIDriver(t *testing.T, o csitest.Options) *csitest.Process {
 		o.RegistryDir = filepath.Join(e.rootDir, "plugins_registry")
 	}
 	return csitest.Start(t, bin, o)
+}
+
+// compareAgents logs what each agent of a side-by-side CSI test showed
+// and fails the test if the two differ, naming the lines that do (a log
+// cut short still shows them).
+func compareAgents(t *testing.T, got map[string][]string) {
+	t.Helper()
+	k, f := got["kubelet"], got["fullagent"]
+	t.Logf("kubelet v1.37.2:\n  %s\nfullagent:\n  %s", strings.Join(k, "\n  "), strings.Join(f, "\n  "))
+	if slices.Equal(k, f) {
+		return
+	}
+	var diff []string
+	for i := range max(len(k), len(f)) {
+		kl, fl := "(none)", "(none)"
+		if i < len(k) {
+			kl = k[i]
+		}
+		if i < len(f) {
+			fl = f[i]
+		}
+		if kl != fl {
+			diff = append(diff, fmt.Sprintf("line %d:\n    kubelet:   %s\n    fullagent: %s", i+1, kl, fl))
+		}
+	}
+	if len(diff) > 10 {
+		diff = append(diff[:10], fmt.Sprintf("and %d more lines", len(diff)-10))
+	}
+	t.Errorf("the agents differ:\n  %s", strings.Join(diff, "\n  "))
 }
