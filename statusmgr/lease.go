@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodekit/nodekit/internal/clockwait"
@@ -50,6 +51,9 @@ type Heartbeat struct {
 	mu sync.Mutex
 	// latest is the Lease as last written, to renew without reading it.
 	latest *coordinationv1.Lease
+	// failedAt is when Renew last failed (Clock's UnixNano), 0 if never;
+	// apart from mu, which a Renew holds while it waits on the API server.
+	failedAt atomic.Int64
 }
 
 // NewHeartbeat returns a Heartbeat writing through client.
@@ -82,6 +86,40 @@ func NewHeartbeat(client kubeclient.Interface, cfg HeartbeatConfig) (*Heartbeat,
 // away with the Node; it is not created while the Node cannot be read. One
 // attempt (plus the fallback); it blocks on the API server.
 func (h *Heartbeat) Renew(ctx context.Context) error {
+	err := h.renew(ctx)
+	if err != nil {
+		h.failedAt.Store(h.cfg.Clock.Now().UnixNano())
+	}
+	return err
+}
+
+// FailedWithin reports whether a Renew failed in the last d: the API
+// server was out of reach or refused the node not long ago.
+func (h *Heartbeat) FailedWithin(d time.Duration) bool {
+	at := h.failedAt.Load()
+	return at != 0 && h.cfg.Clock.Since(time.Unix(0, at)) < d
+}
+
+// CacheDistrust is how long after a failed Lease renewal
+// CachedUnlessFailing keeps reading the API server: above the longest
+// wait of client-go's watch retries (30 s doubled by its jitter).
+const CacheDistrust = 2 * time.Minute
+
+// CachedUnlessFailing wraps cached for NodeConfig.Cached: it answers from
+// cached unless hb's renewal failed within distrust, when it has no Node
+// and the status sync GETs it. An outage the API server had is one the
+// informer's watch had too, and the watch comes back on its own back-off,
+// after the API server.
+func CachedUnlessFailing(cached func() (*v1.Node, bool), hb *Heartbeat, distrust time.Duration) func() (*v1.Node, bool) {
+	return func() (*v1.Node, bool) {
+		if hb.FailedWithin(distrust) {
+			return nil, false
+		}
+		return cached()
+	}
+}
+
+func (h *Heartbeat) renew(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	leases := h.client.CoordinationV1().Leases(h.cfg.Namespace)

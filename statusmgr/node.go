@@ -122,10 +122,14 @@ type NodeConfig struct {
 	// on this node); SyncOnce computes the status from it instead of
 	// GETting the Node every StatusUpdateFrequency, as upstream reads its
 	// informer first. It GETs when the cache has no Node or the previous
-	// patch failed. Beware: while the cache's watch is broken (after an
-	// API server outage) a change made by others, such as the node
-	// lifecycle controller marking the node Unknown, goes unseen until
-	// StatusReportFrequency; fullagent does not set it for that reason.
+	// patch failed. Beware: until the cache's watch is back after an API
+	// server outage (client-go's informers retry it with a back-off of up
+	// to a minute) a change made by others, such as the node lifecycle
+	// controller marking the node Unknown, goes unseen, and the status
+	// computed from the stale Node is not patched until the change comes
+	// or StatusReportFrequency passes. CachedUnlessFailing reads the API
+	// server instead while the Lease's renewals fail and for a while
+	// after.
 	Cached func() (*v1.Node, bool)
 	// StatusUpdateFrequency is how often Run computes the status and
 	// patches it if it changed. Default 10s.

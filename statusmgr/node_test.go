@@ -393,6 +393,80 @@ func jsonEqual(a, b any) bool {
 	return string(ja) == string(jb)
 }
 
+// CachedUnlessFailing: the status sync reads the cache while the Lease
+// renews, GETs the Node while renewals fail and for CacheDistrust after
+// the last failure, and reads the cache again after that.
+func TestNodeStatusCacheDistrustedAfterLeaseFailure(t *testing.T) {
+	var f *nodeFixture
+	var cached func() (*v1.Node, bool)
+	f = newNodeFixture(t, NodeConfig{Cached: func() (*v1.Node, bool) { return cached() }})
+	hb, err := NewHeartbeat(clientgo.Wrap(f.cs), HeartbeatConfig{NodeName: "node1", Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached = CachedUnlessFailing(func() (*v1.Node, bool) {
+		obj, err := f.cs.Tracker().Get(v1.SchemeGroupVersion.WithResource("nodes"), "", "node1")
+		if err != nil {
+			return nil, false
+		}
+		return obj.(*v1.Node), true
+	}, hb, CacheDistrust)
+	ctx := t.Context()
+	nodeGets := func() int {
+		n := 0
+		for _, a := range f.cs.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" && a.GetSubresource() == "" {
+				n++
+			}
+		}
+		return n
+	}
+	down := false
+	f.cs.PrependReactor("*", "leases", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if down {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
+	})
+	// sync steps the clock, renews the Lease and syncs the status; it
+	// returns the Node GETs the sync made.
+	sync := func(step time.Duration) int {
+		t.Helper()
+		f.clock.Step(step)
+		renewErr := hb.Renew(ctx)
+		if (renewErr != nil) != down {
+			t.Fatalf("renewal with the API server down=%v: %v", down, renewErr)
+		}
+		before := nodeGets()
+		if err := f.r.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return nodeGets() - before
+	}
+	if err := f.r.SyncOnce(ctx); err != nil { // registers
+		t.Fatal(err)
+	}
+	n := f.node(t)
+	n.UID = "node-uid" // the Lease's owner; the fake API server sets none
+	if err := f.cs.Tracker().Update(v1.SchemeGroupVersion.WithResource("nodes"), n, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := sync(10 * time.Second); got != 0 {
+		t.Fatalf("%d Node GETs with the Lease renewing, want the cache", got)
+	}
+	down = true
+	if got := sync(10 * time.Second); got != 1 {
+		t.Fatalf("%d Node GETs after a failed renewal, want 1", got)
+	}
+	down = false
+	if got := sync(CacheDistrust - time.Second); got != 1 {
+		t.Fatalf("%d Node GETs %v after the failure, want 1", got, CacheDistrust-time.Second)
+	}
+	if got := sync(2 * time.Second); got != 0 {
+		t.Fatalf("%d Node GETs %v after the failure, want the cache again", got, CacheDistrust+time.Second)
+	}
+}
+
 // With a cache, steady state reads no Node from the API server: the status
 // is computed from the cached Node and patched only when it changes; a
 // failed patch makes the next sync read the API server.

@@ -121,6 +121,16 @@ func (a *agent) cachedNode(context.Context) (*v1.Node, error) {
 	return corelisters.NewNodeLister(a.nodeInformer.GetIndexer()).Get(a.nodeName)
 }
 
+// informerNode is this node's Node from the node informer's cache, once
+// the informer has synced; for statusmgr.NodeConfig.Cached.
+func (a *agent) informerNode() (*v1.Node, bool) {
+	if a.nodeInformer == nil || !a.nodeInformer.HasSynced() {
+		return nil, false
+	}
+	n, err := a.cachedNode(context.Background())
+	return n, err == nil
+}
+
 // admissionNode is the Node admission checks pods against: from the
 // informer's cache; while that does not have it (the API server has not
 // answered since the start) the checkpointed Node (with --pod-checkpoint),

@@ -570,6 +570,10 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		labels[k] = v
 	}
 	var err error
+	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
+	if err != nil {
+		return err
+	}
 	a.node, err = statusmgr.NewNodeReporter(a.client, statusmgr.NodeConfig{
 		NodeName: a.nodeName, NodeIP: o.nodeIP, Labels: labels, Taints: cfg.RegisterWithTaints,
 		MaxPods: int(cfg.MaxPods), Reserved: reserved(cfg), KubeletPort: cfg.Port, Machine: machine, Runtime: a.runtime, Startup: a.metrics,
@@ -580,11 +584,11 @@ func (a *agent) newRegistration(o *options, machine statusmgr.HostMachine) error
 		Reported:              markVolumesFromNode(a.volumes),
 		StatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration,
 		StatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
+		// The Node from the informer, as upstream reads its lister first,
+		// but from the API server while the Lease fails and for a while
+		// after (an outage the watch shared).
+		Cached: statusmgr.CachedUnlessFailing(a.informerNode, a.lease, statusmgr.CacheDistrust),
 	})
-	if err != nil {
-		return err
-	}
-	a.lease, err = statusmgr.NewHeartbeat(a.client, statusmgr.HeartbeatConfig{NodeName: a.nodeName, LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds})
 	return err
 }
 

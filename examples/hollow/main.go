@@ -185,18 +185,18 @@ func newHollowNode(client kubeclient.Interface, name string, o options) (*hollow
 // PLEG is healthy) and its Lease heartbeat.
 func (h *hollowNode) nodeSide(client kubeclient.Interface, o options, lifecycle pleg.PLEG) (*statusmgr.NodeReporter, *statusmgr.Heartbeat, error) {
 	name := h.name
+	lease, err := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
+	if err != nil {
+		return nil, nil, err
+	}
 	node, err := statusmgr.NewNodeReporter(client, statusmgr.NodeConfig{
 		NodeName: name, NodeIP: o.nodeIP, MaxPods: o.maxPods, Labels: map[string]string{"nodekit.io/hollow": "true"},
 		Machine: statusmgr.MachineInfoFunc(func(context.Context) (statusmgr.Machine, error) { return fakeMachine(name), nil }),
 		Runtime: fakeVersion{}, Conditions: map[v1.NodeConditionType]statusmgr.ConditionProvider{
 			v1.NodeReady: statusmgr.ReadyCondition(statusmgr.ReadinessFunc(func(context.Context) error { return lifecycle.Healthy() })),
 		},
-		Cached: func() (*v1.Node, bool) { n, err := h.nodes.Get(name); return n, err == nil },
+		Cached: statusmgr.CachedUnlessFailing(func() (*v1.Node, bool) { n, err := h.nodes.Get(name); return n, err == nil }, lease, statusmgr.CacheDistrust),
 	})
-	if err != nil {
-		return nil, nil, err
-	}
-	lease, err := statusmgr.NewHeartbeat(client, statusmgr.HeartbeatConfig{NodeName: name})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -306,6 +306,7 @@ func run(ctx context.Context, o options) error {
 			dir = filepath.Join(top, fmt.Sprintf("round%d", i+1))
 			logf("round %d of %d", i+1, o.repeat)
 		}
+		machine.date = time.Now()
 		results, err := runRound(ctx, roundOrder(o.agents, i), bins, dir, o)
 		if err != nil {
 			return err
