@@ -202,11 +202,15 @@ func TestValidate(t *testing.T) {
 	if err := ok.validate(); err != nil {
 		t.Errorf("fake runtime, all five agents: %v", err)
 	}
+	if ok.repeat != 1 {
+		t.Errorf("--repeat left out: %d rounds, want 1", ok.repeat)
+	}
 	for _, o := range []options{
 		{pods: 1, steady: time.Second, runtime: "docker", agents: []string{agentFull}},
 		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{"perfect"}},
 		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentIdeal, agentIdeal}},
 		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{"ideal-request"}},
+		{pods: 1, steady: time.Second, runtime: runtimeFake, agents: []string{agentFull}, repeat: -1},
 	} {
 		if err := o.validate(); err == nil {
 			t.Errorf("%+v: no error", o)

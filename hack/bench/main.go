@@ -206,7 +206,7 @@ type options struct {
 	// kubeAPIQPS and kubeAPIBurst (--kube-api-qps, --kube-api-burst)
 	// instead of upstream's defaults (50 and 100).
 	apiQPS, apiBurst int
-	// repeat is how many rounds of the agents run (--repeat).
+	// repeat is how many rounds of the agents run (--repeat); 0 is 1.
 	repeat int
 }
 
@@ -393,8 +393,11 @@ func (o *options) validate() error {
 	if o.pods < 1 {
 		return fmt.Errorf("--pods=%d: want at least 1", o.pods)
 	}
-	if o.repeat < 1 {
+	switch {
+	case o.repeat < 0:
 		return fmt.Errorf("--repeat=%d: want at least 1", o.repeat)
+	case o.repeat == 0:
+		o.repeat = 1
 	}
 	if o.steady < time.Second {
 		return fmt.Errorf("--steady=%v: want at least 1s", o.steady)
